@@ -1,0 +1,79 @@
+"""Who acts: the `Agent` and `Policy` protocols, and the scripted baselines (oracle, noop)."""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from harness.types import Generation, Task
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A language model behind any backend: samples replies with their token ids and logprobs, and
+    scores a given response under a given prompt (what the judge's teacher needs)."""
+
+    name: str
+
+    def generate(self, conversations: list[list[dict[str, str]]], *, tools=None) -> list[Generation]: ...
+
+    def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]: ...
+
+
+class Agent(Protocol):
+    """Acts in one episode at a time. `begin` tells it the task (scripted agents need it)."""
+
+    name: str
+
+    def begin(self, task: Task, reference_actions: list[str]) -> None: ...
+
+    def act(self, messages: list[dict[str, str]]) -> Generation: ...
+
+
+def _scripted(text: str) -> Generation:
+    return Generation(text=text, token_ids=[], logprobs=[])
+
+
+class OracleAgent:
+    """Replays the task's reference solution through the env's own action path: if the oracle
+    cannot solve a task, the task (or the env) is broken."""
+
+    name = "oracle"
+
+    def __init__(self, **_):
+        self._queue: list[str] = []
+
+    def begin(self, task: Task, reference_actions: list[str]) -> None:
+        self._queue = list(reference_actions)
+
+    def act(self, messages):
+        return _scripted(self._queue.pop(0) if self._queue else "DONE")
+
+
+class NoopAgent:
+    """Finishes at once without acting: a task it solves is a task that tests nothing."""
+
+    name = "noop"
+
+    def __init__(self, **_):
+        pass
+
+    def begin(self, task: Task, reference_actions: list[str]) -> None:
+        pass
+
+    def act(self, messages):
+        return _scripted("DONE")
+
+
+class ModelAgent:
+    """A policy acting one conversation at a time."""
+
+    name = "model"
+
+    def __init__(self, policy: Policy, tools=None):
+        self.policy = policy
+        self.tools = tools
+
+    def begin(self, task: Task, reference_actions: list[str]) -> None:
+        pass
+
+    def act(self, messages):
+        return self.policy.generate([messages], tools=self.tools)[0]

@@ -1,0 +1,118 @@
+"""In-process transformers backend: batched sampling that keeps the sampled token ids and their
+logprobs (token-in/token-out), and scoring of a given response under a given prompt."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.types import Generation
+
+from .chat import render_prompt_ids
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    max_prompt_tokens: int
+
+
+class TransformersPolicy:
+    name = "transformers"
+
+    def __init__(self, model, tokenizer, sampling: SamplingConfig, *, model_name: str, seed: int = 0):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.sampling = sampling
+        self.model_name = model_name
+        self.generator = torch.Generator().manual_seed(seed)
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else tokenizer.eos_token_id
+        self.stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+                         if isinstance(i, int) and i >= 0}
+
+    @classmethod
+    def load(cls, path, sampling: SamplingConfig, *, model_name: str, seed: int = 0,
+             dtype: str = "float32", threads: int | None = None) -> "TransformersPolicy":
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if threads:
+            torch.set_num_threads(threads)
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        return cls(model, tok, sampling, model_name=model_name, seed=seed)
+
+    # -- Policy -----------------------------------------------------------------------------------
+    def generate(self, conversations, *, tools=None) -> list[Generation]:
+        prompts = [self._fit(render_prompt_ids(self.tokenizer, msgs, tools)) for msgs in conversations]
+        outs = self.sample_ids(prompts)
+        return [Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
+                           logprobs=lps, prompt_token_ids=p, finish_reason=fin)
+                for p, (ids, lps, fin) in zip(prompts, outs)]
+
+    @torch.inference_mode()
+    def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
+        """log p(response token | prompt, earlier response tokens), at temperature 1."""
+        ids = torch.tensor([prompt_ids + response_ids])
+        logits = self.model(input_ids=ids).logits[0, len(prompt_ids) - 1: -1].float()
+        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(response_ids)[:, None])[:, 0]
+        return lp.tolist()
+
+    # -- sampling ---------------------------------------------------------------------------------
+    def _fit(self, ids: list[int]) -> list[int]:
+        """Keep the prompt's tail when it is longer than the budget (the system prompt is the head,
+        but the latest next state matters most for the next action)."""
+        budget = self.sampling.max_prompt_tokens
+        return ids if len(ids) <= budget else ids[-budget:]
+
+    @torch.inference_mode()
+    def sample_ids(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float], str]]:
+        """Batched sampling with a KV cache and left padding. The recorded logprob is the one of
+        the distribution actually sampled from (logits / temperature; raw logits when greedy)."""
+        s = self.sampling
+        batch, width = len(prompts), max(len(p) for p in prompts)
+        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((batch, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p):] = torch.tensor(p)
+            attn[i, width - len(p):] = 1
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True)
+        past, logits = out.cache, out.logits[:, -1].float()
+        next_pos = positions[:, -1:] + 1
+        tokens: list[list[int]] = [[] for _ in range(batch)]
+        logprobs: list[list[float]] = [[] for _ in range(batch)]
+        done = torch.zeros(batch, dtype=torch.bool)
+        stop = torch.tensor(sorted(self.stop_ids))
+        for _ in range(s.max_new_tokens):
+            chosen, chosen_lp = self._pick(logits)
+            for i in range(batch):
+                if not done[i] and int(chosen[i]) not in self.stop_ids:
+                    tokens[i].append(int(chosen[i]))
+                    logprobs[i].append(float(chosen_lp[i]))
+            done |= torch.isin(chosen, stop)
+            if bool(done.all()):
+                break
+            attn = torch.cat([attn, torch.ones((batch, 1), dtype=torch.long)], dim=1)
+            out = self.model(input_ids=chosen[:, None], attention_mask=attn, position_ids=next_pos,
+                             cache=past, use_cache=True)
+            past, logits = out.cache, out.logits[:, -1].float()
+            next_pos = next_pos + 1
+        return [(tokens[i], logprobs[i], "stop" if done[i] else "length") for i in range(batch)]
+
+    def _pick(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        s = self.sampling
+        if s.temperature <= 0:
+            lp = torch.log_softmax(logits, -1)
+            chosen = lp.argmax(-1)
+            return chosen, lp.gather(-1, chosen[:, None])[:, 0]
+        lp = torch.log_softmax(logits / s.temperature, -1)
+        probs = lp.exp()
+        if s.top_p < 1.0:
+            sorted_p, order = probs.sort(-1, descending=True)
+            keep = sorted_p.cumsum(-1) - sorted_p < s.top_p
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
+        chosen = torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+        return chosen, lp.gather(-1, chosen[:, None])[:, 0]

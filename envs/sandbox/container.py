@@ -1,0 +1,204 @@
+"""One Docker container per episode: created with limits, spoken to through a persistent shell,
+always removed (context manager + idempotent close; labels let a later run reap leftovers)."""
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from .errors import SandboxError
+from .labels import run_labels
+from .shell import PersistentShell, ShellResult
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and defaults of an episode's container (conf/sandbox/default.yaml sets the values)."""
+
+    memory: str = "1g"
+    cpus: float = 1.0
+    pids_limit: int = 256
+    network: str = "none"
+    init: bool = True  # docker-init as pid 1: zombies are reaped and stop is fast
+    user: str | None = None  # None = the image's user
+    workdir: str = "/app"
+    command_timeout_s: float = 30.0
+    output_cap_bytes: int = 16384
+    async_remove: bool = True  # remove containers in the background so reset does not wait
+
+
+_DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
+def docker_client() -> docker.DockerClient:
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+        return client
+    except _DOCKER_ERRORS as e:
+        raise SandboxError(f"Docker daemon is not reachable ({e}); run `make setup` or "
+                           "scripts/ensure_docker.sh") from e
+
+
+class Sandbox:
+    """A running container with a persistent shell. Use as a context manager."""
+
+    def __init__(self, image: str, config: SandboxConfig = SandboxConfig(), *, run_id: str,
+                 client: docker.DockerClient | None = None, user: str | None = None):
+        self.image = image
+        self.config = config
+        self.run_id = run_id
+        self.user = user if user is not None else config.user
+        self._client = client or docker_client()
+        self._container = None
+        self._shell: PersistentShell | None = None
+        self._closed = False
+
+    def __enter__(self) -> "Sandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def container_id(self) -> str | None:
+        return self._container.id if self._container is not None else None
+
+    def start(self) -> None:
+        c = self.config
+        try:
+            self._container = self._client.containers.run(
+                self.image, ["sleep", "infinity"], detach=True, init=c.init,
+                network_mode=c.network, mem_limit=c.memory, memswap_limit=c.memory,
+                nano_cpus=int(c.cpus * 1e9), pids_limit=c.pids_limit, labels=run_labels(self.run_id),
+                working_dir=c.workdir, stop_signal="SIGKILL",
+            )
+            self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,
+                                          workdir=c.workdir, output_cap=c.output_cap_bytes)
+        except _DOCKER_ERRORS as e:
+            self.close()
+            raise SandboxError(f"could not start a container from {self.image}: {e}") from e
+
+    # -- the agent's shell ------------------------------------------------------------------------
+    def exec(self, command: str, timeout: float | None = None) -> ShellResult:
+        """Run a command in the persistent shell. Raises SandboxError when the container is gone."""
+        if self._shell is None:
+            raise SandboxError("sandbox is not running")
+        try:
+            return self._shell.run(command, timeout=timeout or self.config.command_timeout_s)
+        except (*_DOCKER_ERRORS, SandboxError) as e:
+            raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+
+    # -- the harness's one-off commands (grading, setup) ------------------------------------------
+    def run(self, command: str, *, user: str = "root", workdir: str | None = None,
+            timeout: float = 60.0, environment: dict[str, str] | None = None) -> tuple[int, str]:
+        """Run a command outside the agent's shell (e.g. the task's tests). Returns (exit, output)."""
+        wrapped = ["timeout", "-s", "KILL", f"{timeout:g}", "bash", "-c", command]
+        try:
+            res = self._container.exec_run(wrapped, user=user, workdir=workdir or self.config.workdir,
+                                           environment=environment, demux=False)
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+        return res.exit_code, (res.output or b"").decode("utf-8", errors="replace")
+
+    def upload(self, src: Path | str, dest: str) -> None:
+        """Copy a local file or directory to `dest` (a directory path inside the container)."""
+        src = Path(src)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(src, arcname=src.name)
+        self._put(buf.getvalue(), dest)
+
+    def upload_bytes(self, data: bytes, dest_file: str, mode: int = 0o644) -> None:
+        p = PurePosixPath(dest_file)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(p.name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        self._put(buf.getvalue(), str(p.parent))
+
+    def download(self, path: str) -> bytes:
+        """The content of one file inside the container."""
+        try:
+            stream, _ = self._container.get_archive(path)
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+                member = tar.next()
+                f = tar.extractfile(member) if member else None
+                if f is None:
+                    raise SandboxError(f"{path} is not a regular file")
+                return f.read()
+        except docker.errors.NotFound as e:
+            raise FileNotFoundError(path) from e
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"download of {path} failed: {e}") from e
+
+    def _put(self, tar_bytes: bytes, dest: str) -> None:
+        try:
+            self._container.exec_run(["mkdir", "-p", dest], user="root")
+            self._container.put_archive(dest, tar_bytes)
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"upload to {dest} failed: {e}") from e
+
+    # -- teardown ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Idempotent. Removes the container (in the background when configured)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._shell is not None:
+            self._shell.close()
+        container, self._container = self._container, None
+        if container is None:
+            return
+        if self.config.async_remove:
+            t = threading.Thread(target=_remove_quietly, args=(container,), name="nextstate-remove")
+            _REMOVERS.add(t)
+            t.start()
+        else:
+            _remove_quietly(container)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @property
+    def _short_id(self) -> str:
+        return (self.container_id or "?")[:12]
+
+    def _diagnose(self, err: Exception) -> str:
+        try:
+            self._container.reload()
+            state = self._container.attrs.get("State", {})
+            if not state.get("Running"):
+                return f"container is {state.get('Status')} (OOMKilled={state.get('OOMKilled')})"
+        except Exception as e2:  # the daemon itself may be gone
+            return f"{err}; and the daemon did not answer: {e2}"
+        return str(err)
+
+
+_REMOVERS: set[threading.Thread] = set()
+
+
+def _remove_quietly(container) -> None:
+    try:
+        container.remove(force=True)
+    except _DOCKER_ERRORS:  # already gone, or the daemon with it: the reaper handles leftovers
+        pass
+    finally:
+        _REMOVERS.discard(threading.current_thread())
+
+
+def wait_for_background_removals(timeout: float = 30.0) -> None:
+    """Join the background remover threads (call at process exit so nothing is left behind)."""
+    deadline = time.monotonic() + timeout
+    for t in list(_REMOVERS):
+        t.join(max(0.0, deadline - time.monotonic()))
+
+
+

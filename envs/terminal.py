@@ -1,0 +1,194 @@
+"""`nextstate/Terminal-v0`: a task in a Docker sandbox, driven through a persistent shell.
+
+Observation: text (the instruction, then each command's next state). Action: the agent's reply
+(see `terminal_actions`). After the agent says DONE (or a limit cuts in), the task's tests are copied
+in — the agent never sees them — and run as root; the outcome (1/0, or Harbor's reward) is the last
+step's reward. Docker trouble ends the episode as an infra failure, never as reward 0.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import gymnasium as gym
+
+from harness.config import REPO_ROOT, TerminalEnvConfig, compose, typed
+from harness.types import NextState, Task
+
+from .sandbox import Sandbox, SandboxConfig, SandboxError, docker_client
+from .sandbox.images import build_image, ensure_shared_image
+from .spaces import FreeText
+from .task_formats import load_suite
+from .terminal_actions import parse_action
+
+_NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml", "task.toml",
+                 "instruction.md"}
+
+
+def render_next_state(ns: NextState, max_chars: int) -> str:
+    """The next state as the agent reads it."""
+    if ns.kind == "error":
+        return f"[error] {ns.text}"
+    text = ns.text
+    if len(text) > max_chars:
+        half = max_chars // 2
+        text = f"{text[:half]}\n[... {len(text) - max_chars} characters cut ...]\n{text[-half:]}"
+    head = f"[exit code {ns.exit_code}] [cwd {ns.cwd}]" + (" [timed out]" if ns.timed_out else "")
+    return f"{head}\n{text}" if text.strip() else f"{head}\n(no output)"
+
+
+class TerminalEnv(gym.Env[str, str]):
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: TerminalEnvConfig | None = None, sandbox: SandboxConfig | None = None,
+                 *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
+        if config is None or sandbox is None:
+            cfg = compose()
+            config = config or typed(cfg.env, TerminalEnvConfig)
+            sandbox = sandbox or typed(cfg.sandbox, SandboxConfig)
+        self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
+        tasks_dir = Path(config.tasks_dir)
+        self.tasks = tasks if tasks is not None else load_suite(
+            tasks_dir if tasks_dir.is_absolute() else REPO_ROOT / tasks_dir, env="terminal", split=split)
+        if not self.tasks:
+            raise ValueError(f"no terminal tasks in {config.tasks_dir} (split={split})")
+        self._by_id = {t.task_id: t for t in self.tasks}
+        self.observation_space = FreeText()
+        self.action_space = FreeText()
+        self._client = None
+        self._images: dict[str, str] = {}
+        self._sandbox: Sandbox | None = None
+        self.task: Task | None = None
+        self._graded = False
+
+    # -- images -----------------------------------------------------------------------------------
+    def _docker(self):
+        if self._client is None:
+            self._client = docker_client()
+        return self._client
+
+    def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
+        """Build every task's image up front (cached by content hash: a second run builds nothing)."""
+        for task in tasks or self.tasks:
+            self.image_for(task)
+            if progress is not None:
+                progress(task)
+
+    def image_for(self, task: Task) -> str:
+        if task.task_id not in self._images:
+            client = self._docker()
+            ensure_shared_image(client, self.config.shared_image, self.config.base_image)
+            self._images[task.task_id] = build_image(
+                client, Path(task.data["build_context"]), f"nextstate-task/{task.task_id}",
+                dockerfile=task.data["dockerfile"], image_map=self.config.image_map, exclude=_NOT_IN_IMAGE)
+        return self._images[task.task_id]
+
+    # -- gymnasium API ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._close_sandbox()
+        options = options or {}
+        if "task_id" in options:
+            if options["task_id"] not in self._by_id:
+                raise KeyError(f"unknown terminal task {options['task_id']!r}")
+            self.task = self._by_id[options["task_id"]]
+        else:
+            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        t0 = time.monotonic()
+        user = self.task.data.get("run_as") or self.config.user
+        info = {"task_id": self.task.task_id, "user": user}
+        try:
+            self._sandbox = Sandbox(self.image_for(self.task), self.sandbox_config, run_id=self.run_id,
+                                    client=self._docker(), user=user)
+            self._sandbox.start()
+        except SandboxError as e:
+            self._close_sandbox()
+            info.update(infra_failure=True, infra_reason=str(e))
+        self._graded = False
+        info["setup_s"] = time.monotonic() - t0
+        obs = f"{self.task.instruction}\n\nYou are user `{user}` in {self.sandbox_config.workdir}."
+        return obs, info
+
+    def step(self, action: str):
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        if self._sandbox is None:
+            return self._infra_failure("the sandbox is not running (it failed at reset)")
+        parsed = parse_action(action, self.config.done_token)
+        if parsed.error:
+            ns = NextState(kind="error", text=parsed.error)
+            return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, {"next_state": ns}
+        info: dict = {}
+        if parsed.command:
+            try:
+                r = self._sandbox.exec(parsed.command)
+            except SandboxError as e:
+                return self._infra_failure(str(e))
+            ns = NextState(kind="terminal", text=r.output, exit_code=r.exit_code, cwd=r.cwd,
+                           timed_out=r.timed_out, truncated_bytes=r.truncated_bytes,
+                           fields={"shell_restarted": r.restarted})
+            # A verifiable step label: did the command itself succeed?
+            info["step_label"] = {"exit_ok": r.exit_code == 0}
+        else:
+            ns = NextState(kind="terminal", text="(finished)", exit_code=None, cwd=None)
+        info["next_state"] = ns
+        obs = render_next_state(ns, self.config.obs_max_chars)
+        if not parsed.done:
+            return obs, 0.0, False, False, info
+        outcome, final = self.finalize()
+        info.update(final)
+        return obs, outcome, True, False, info
+
+    def finalize(self) -> tuple[float, dict]:
+        """Grade the task once: copy the tests in after the agent is done, run them as root."""
+        if self._graded or self._sandbox is None:
+            return 0.0, {}
+        self._graded = True
+        t0 = time.monotonic()
+        task, sb = self.task, self._sandbox
+        try:
+            if (task.data.get("run_as") or self.config.user) != "root":
+                sb.run(f"pkill -9 -u {self.config.user} || true")  # the agent's leftovers can't interfere
+            sb.upload(task.data["tests_dir"], "/")  # -> /tests
+            if task.data["format"] == "harbor":
+                code, out = sb.run("mkdir -p /logs/verifier && bash /tests/test.sh",
+                                   timeout=task.data["test_timeout_s"])
+                try:
+                    outcome = float(sb.download("/logs/verifier/reward.txt").decode().strip() or 0)
+                except (FileNotFoundError, ValueError):
+                    outcome = 0.0
+            else:
+                sb.upload(task.data["test_entry"], "/tests")
+                code, out = sb.run("bash /tests/run-tests.sh", timeout=task.data["test_timeout_s"],
+                                   environment={"TEST_DIR": "/tests"})
+                outcome = 1.0 if code == 0 else 0.0
+        except SandboxError as e:
+            self._close_sandbox()
+            return 0.0, {"infra_failure": True, "infra_reason": str(e)}
+        return outcome, {"outcome": outcome, "success": outcome >= 1.0, "test_exit_code": code,
+                         "test_output": out[-4000:], "verify_s": time.monotonic() - t0}
+
+    def reference_actions(self, task: Task) -> list[str]:
+        """The task's reference solution, as the replies an agent would send."""
+        sol = task.data.get("solution")
+        if not sol:
+            return [self.config.done_token]
+        script = Path(sol).read_text()
+        return [f"```bash\nbash -s <<'__NS_SOLUTION__'\n{script}\n__NS_SOLUTION__\n```",
+                self.config.done_token]
+
+    def close(self):
+        self._close_sandbox()
+        super().close()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    def _infra_failure(self, reason: str):
+        self._close_sandbox()
+        ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
+        info = {"next_state": ns, "infra_failure": True, "infra_reason": reason}
+        return render_next_state(ns, self.config.obs_max_chars), 0.0, True, False, info

@@ -1,0 +1,1 @@
+"""Trainers: advantages, losses and the loops that apply them to a policy."""
