@@ -1,0 +1,73 @@
+"""`python -m harness.run` as a user runs it: run dirs, leaderboard rows, kill -9 and resume."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.atomic import read_jsonl
+from harness.leaderboard import read_rows
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).parents[1]
+
+
+def _run(tmp_path, *overrides, **kw):
+    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    return subprocess.run([sys.executable, "-m", "harness.run", "progress=false", *overrides], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600, **kw)
+
+
+def test_eval_run_writes_run_dir_and_leaderboard_row(tmp_path):
+    p = _run(tmp_path, "env=terminal", "agent=oracle", "split=test", "limit=2", "seed=3", "mode=eval")
+    assert p.returncode == 0, p.stderr[-3000:]
+    header, rows = read_rows(tmp_path / "leaderboard.csv")
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["env"], row["agent"], row["split"], row["seed"], row["n_tasks"]) == ("terminal", "oracle", "test", "3", "2")
+    assert float(row["success_rate"]) == 1.0 and row["infra_failures"] == "0"
+    run_dir = Path(row["run_dir"])
+    assert run_dir.name.endswith("__terminal__oracle__3")
+    assert (run_dir / "config.yaml").exists() and (run_dir / "metrics.json").exists()
+    assert len(read_jsonl(run_dir / "trajectories.jsonl")) == 2
+    assert json.loads((run_dir / "metrics.json").read_text())["success_rate"] == 1.0
+    assert "success rate 100.0%" in p.stdout
+
+
+def test_unknown_agent_is_a_clear_error(tmp_path):
+    p = _run(tmp_path, "agent=nobody")
+    assert p.returncode != 0 and "agent" in p.stderr and "nobody" in p.stderr
+
+
+def test_kill_9_then_resume(tmp_path, docker):
+    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "harness.run", "progress=false", "agent=oracle",
+                             "split=train", "limit=4"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    traj_file = None
+    while time.monotonic() < deadline:
+        found = list((tmp_path / "runs").glob("*/trajectories.jsonl")) if (tmp_path / "runs").exists() else []
+        if found and len(read_jsonl(found[0])) >= 1:
+            traj_file = found[0]
+            break
+        time.sleep(0.05)
+    assert traj_file is not None, "the run never finished an episode"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    n_done = len(read_jsonl(traj_file))
+    assert n_done < 4 and not (tmp_path / "leaderboard.csv").exists()
+    p = _run(tmp_path, "agent=oracle", "split=train", "limit=4", f"resume={traj_file.parent}")
+    assert p.returncode == 0, p.stderr[-3000:]
+    trajs = read_jsonl(traj_file)
+    assert len(trajs) == 4 and len({t["task_id"] for t in trajs}) == 4  # nothing run twice
+    _, rows = read_rows(tmp_path / "leaderboard.csv")
+    assert rows[0]["n_tasks"] == "4" and float(rows[0]["success_rate"]) == 1.0
+    # the killed run's container (if one was up) was reaped by the resumed run
+    time.sleep(0.5)
+    left = docker.containers.list(all=True, filters={"label": f"nextstate.run={traj_file.parent.name}"})
+    assert not left
