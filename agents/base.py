@@ -25,7 +25,7 @@ class Agent(Protocol):
 
     def begin(self, task: Task, reference_actions: list[str]) -> None: ...
 
-    def act(self, messages: list[dict[str, str]]) -> Generation: ...
+    def act(self, messages: list[dict[str, str]], tools=None) -> Generation: ...
 
 
 def _scripted(text: str) -> Generation:
@@ -44,7 +44,7 @@ class OracleAgent:
     def begin(self, task: Task, reference_actions: list[str]) -> None:
         self._queue = list(reference_actions)
 
-    def act(self, messages):
+    def act(self, messages, tools=None):
         return _scripted(self._queue.pop(0) if self._queue else "DONE")
 
 
@@ -59,7 +59,7 @@ class NoopAgent:
     def begin(self, task: Task, reference_actions: list[str]) -> None:
         pass
 
-    def act(self, messages):
+    def act(self, messages, tools=None):
         return _scripted("DONE")
 
 
@@ -68,12 +68,11 @@ class ModelAgent:
 
     name = "model"
 
-    def __init__(self, policy: Policy, tools=None):
+    def __init__(self, policy: Policy):
         self.policy = policy
-        self.tools = tools
 
     def begin(self, task: Task, reference_actions: list[str]) -> None:
         pass
 
-    def act(self, messages):
-        return self.policy.generate([messages], tools=self.tools)[0]
+    def act(self, messages, tools=None):
+        return self.policy.generate([messages], tools=tools)[0]

@@ -8,11 +8,12 @@ step's reward. Docker trouble ends the episode as an infra failure, never as rew
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
 
-from harness.config import REPO_ROOT, TerminalEnvConfig, compose, typed
+from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
 from .sandbox import Sandbox, SandboxConfig, SandboxError, docker_client
@@ -23,6 +24,18 @@ from .terminal_actions import parse_action
 
 _NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml", "task.toml",
                  "instruction.md"}
+
+
+@dataclass
+class TerminalEnvConfig(EnvConfig):
+    suite: str
+    tasks_dir: str
+    shared_image: str
+    base_image: str
+    image_map: dict[str, str]
+    user: str
+    obs_max_chars: int
+    done_token: str
 
 
 def render_next_state(ns: NextState, max_chars: int) -> str:
@@ -43,7 +56,7 @@ class TerminalEnv(gym.Env[str, str]):
     def __init__(self, config: TerminalEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
         if config is None or sandbox is None:
-            cfg = compose()
+            cfg = compose(["env=terminal"])
             config = config or typed(cfg.env, TerminalEnvConfig)
             sandbox = sandbox or typed(cfg.sandbox, SandboxConfig)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
@@ -176,6 +189,9 @@ class TerminalEnv(gym.Env[str, str]):
         script = Path(sol).read_text()
         return [f"```bash\nbash -s <<'__NS_SOLUTION__'\n{script}\n__NS_SOLUTION__\n```",
                 self.config.done_token]
+
+    def tools_for(self, task: Task) -> None:
+        return None  # terminal agents act through text, not tool schemas
 
     def close(self):
         self._close_sandbox()

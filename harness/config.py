@@ -14,18 +14,13 @@ T = TypeVar("T")
 
 
 @dataclass
-class TerminalEnvConfig:
+class EnvConfig:
+    """What every env's config has; each env extends it with its own fields (envs/<env>.py)."""
+
     name: str
     env_id: str
-    tasks_dir: str
-    shared_image: str
-    base_image: str
-    image_map: dict[str, str]
-    user: str
     max_steps: int
     max_seconds: float
-    obs_max_chars: int
-    done_token: str
     system_prompt: str
 
 
@@ -60,6 +55,15 @@ class RunConfig:
     agent: str
     progress: bool
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def env_config(node: DictConfig) -> EnvConfig:
+    """The typed config of the env named in `node.name` (its class is listed in envs.ENVS)."""
+    from envs import ENVS
+
+    if node.name not in ENVS:
+        raise ValueError(f"unknown env {node.name!r}; choose one of {sorted(ENVS)}")
+    return typed(node, ENVS[node.name].config_class())
 
 
 def typed(node: DictConfig | dict, cls: type[T]) -> T:

@@ -6,16 +6,16 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ModelConfig, TerminalEnvConfig, compose, typed
+from .config import ModelConfig, compose, typed
 
 
 def prepare_images() -> None:
     from tqdm import tqdm
 
     from envs.sandbox import SandboxConfig
-    from envs.terminal import TerminalEnv
+    from envs.terminal import TerminalEnv, TerminalEnvConfig
 
-    cfg = compose()
+    cfg = compose(["env=terminal"])
     t0 = time.monotonic()
     env = TerminalEnv(typed(cfg.env, TerminalEnvConfig), typed(cfg.sandbox, SandboxConfig))
     with tqdm(total=len(env.tasks), desc="terminal task images") as bar:

@@ -17,11 +17,12 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
         traj.infra_failure, traj.infra_reason = True, info.get("infra_reason", "")
         return traj
     agent.begin(task, env.unwrapped.reference_actions(task))
+    tools = env.unwrapped.tools_for(task)
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": obs}]
     t_agent = time.monotonic()
     while True:
         t = time.monotonic()
-        gen = agent.act(messages)
+        gen = agent.act(messages, tools=tools)
         t_gen = time.monotonic() - t
         obs, reward, terminated, truncated, info = env.step(gen.text)
         traj.steps.append(Step(

@@ -16,20 +16,17 @@ from envs.limits import EpisodeLimits
 from envs.sandbox import SandboxConfig, docker_client, reap_orphans, wait_for_background_removals
 
 from .atomic import write_text_atomic
-from .config import REPO_ROOT, ModelConfig, TerminalEnvConfig, typed
+from .config import REPO_ROOT, ModelConfig, env_config, typed
 from .evaluate import evaluate
 from .policy_factory import make_agent
 from .report import print_summary
-
-ENV_CONFIGS = {"terminal": TerminalEnvConfig}
-
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def build_env(cfg: DictConfig, run_id: str):
-    env_cfg = typed(cfg.env, ENV_CONFIGS[cfg.env.name])
+    env_cfg = env_config(cfg.env)
     split = None if cfg.split == "all" else cfg.split
     env = gym.make(env_cfg.env_id, config=env_cfg, sandbox=typed(cfg.sandbox, SandboxConfig),
                    split=split, run_id=run_id, disable_env_checker=True)
@@ -53,7 +50,7 @@ def main(cfg: DictConfig) -> dict:
         result = evaluate(
             env, agent, tasks, run_dir=run_dir, system_prompt=env_cfg.system_prompt, seed=cfg.seed,
             leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
-            row_fields={"env": env_cfg.name, "suite": Path(env_cfg.tasks_dir).name, "split": cfg.split,
+            row_fields={"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "split": cfg.split,
                         "agent": cfg.agent.name, "model": model_name, "signal": "none"},
         )
     finally:

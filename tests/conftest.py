@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import TerminalEnvConfig, compose, typed
+from harness.config import compose, typed
 
 
 @pytest.fixture(scope="session")
@@ -13,8 +13,10 @@ def cfg():
 
 
 @pytest.fixture(scope="session")
-def terminal_config(cfg) -> TerminalEnvConfig:
-    return typed(cfg.env, TerminalEnvConfig)
+def terminal_config():
+    from envs.terminal import TerminalEnvConfig
+
+    return typed(compose(["env=terminal"]).env, TerminalEnvConfig)
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,7 @@ class _Scripted:
     def begin(self, task, reference_actions):
         pass
 
-    def act(self, messages):
+    def act(self, messages, tools=None):
         from harness.types import Generation
         return Generation(text=self.replies.pop(0), token_ids=[], logprobs=[])
 

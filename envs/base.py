@@ -1,0 +1,27 @@
+"""The contract between an env and the harness, beyond Gymnasium's reset/step."""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+from harness.types import Task
+
+
+class NextStateEnv(Protocol):
+    """`step(action: str)` returns `info["next_state"]` (a `NextState`) on every step, and on the
+    last step `info["outcome"]`, `info["success"]`; infra trouble sets `info["infra_failure"]` and
+    `info["infra_reason"]` and ends the episode (never scored as 0). `info["step_label"]`, where the
+    env can check a step (a call matching the reference, a command's exit code), is a dict of bools."""
+
+    tasks: list[Task]
+
+    def reference_actions(self, task: Task) -> list[str]:
+        """The replies an oracle sends to solve `task` through the env's own action path."""
+
+    def tools_for(self, task: Task) -> list[dict[str, Any]] | None:
+        """Tool schemas the policy's chat template receives (`tools=`), or None."""
+
+    def finalize(self) -> tuple[float, dict]:
+        """Grade the episode now (a limit cut it); returns (outcome, info). Idempotent."""
+
+    def prepare(self, tasks: list[Task], progress: Callable[[Task], None] | None = None) -> None:
+        """Optional: build what episodes need (images) ahead of the run."""
