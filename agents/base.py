@@ -64,15 +64,25 @@ class NoopAgent:
 
 
 class ModelAgent:
-    """A policy acting one conversation at a time."""
+    """A policy acting one conversation at a time. With a seed, step k of the episode samples with
+    seed + k, so an episode replays exactly (a resumed training run takes the same next step)."""
 
     name = "model"
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, sampling=None, seed: int | None = None):
         self.policy = policy
+        self.sampling = sampling
+        self.seed = seed
+        self._step = 0
 
     def begin(self, task: Task, reference_actions: list[str]) -> None:
-        pass
+        self._step = 0
 
     def act(self, messages, tools=None):
-        return self.policy.generate([messages], tools=tools)[0]
+        kwargs = {}
+        if self.sampling is not None:
+            kwargs["sampling"] = self.sampling
+        if self.seed is not None:
+            kwargs["seeds"] = [self.seed + self._step]
+        self._step += 1
+        return self.policy.generate([messages], tools=tools, **kwargs)[0]

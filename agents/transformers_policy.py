@@ -45,9 +45,9 @@ class TransformersPolicy:
         return cls(model, tok, sampling, model_name=model_name, seed=seed)
 
     # -- Policy -----------------------------------------------------------------------------------
-    def generate(self, conversations, *, tools=None) -> list[Generation]:
+    def generate(self, conversations, *, tools=None, seeds: list[int] | None = None) -> list[Generation]:
         prompts = [self._fit(render_prompt_ids(self.tokenizer, msgs, tools)) for msgs in conversations]
-        outs = self.sample_ids(prompts)
+        outs = self.sample_ids(prompts, seeds=seeds)
         return [Generation(text=self.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
                            logprobs=lps, prompt_token_ids=p, finish_reason=fin)
                 for p, (ids, lps, fin) in zip(prompts, outs)]
@@ -60,6 +60,54 @@ class TransformersPolicy:
         lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(response_ids)[:, None])[:, 0]
         return lp.tolist()
 
+    @torch.inference_mode()
+    def input_logprobs(self, sequences: list[list[int]], starts: list[int], top_k: int = 0):
+        """For each sequence, log p(token_t | tokens_<t) for t >= start (None for t = 0), and with
+        top_k > 0 also the top-k (logprob, id) pairs at each of those positions. One padded batch."""
+        width = max(len(s) for s in sequences)
+        ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for i, s in enumerate(sequences):
+            ids[i, : len(s)] = torch.tensor(s)
+            attn[i, : len(s)] = 1
+        logp = torch.log_softmax(self.model(input_ids=ids, attention_mask=attn).logits.float(), -1)
+        out = []
+        for i, (s, start) in enumerate(zip(sequences, starts)):
+            start = max(0, min(start, len(s)))
+            lps: list[float | None] = []
+            tops = []
+            for t in range(start, len(s)):
+                if t == 0:
+                    lps.append(None)
+                    tops.append([])
+                    continue
+                row = logp[i, t - 1]
+                lps.append(float(row[s[t]]))
+                if top_k:
+                    v, k = row.topk(top_k)
+                    tops.append(list(zip(v.tolist(), k.tolist())))
+            out.append((lps, tops))
+        return out
+
+    def load_weights(self, path) -> None:
+        """Replace the weights in place from a safetensors checkpoint dir (weight sync)."""
+        from pathlib import Path
+
+        from safetensors.torch import load_file
+
+        state: dict = {}
+        for f in sorted(Path(path).glob("*.safetensors")):
+            state.update(load_file(str(f)))
+        if not state:
+            raise FileNotFoundError(f"no *.safetensors in {path}")
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        missing = [m for m in missing if not (m == "lm_head.weight" and self.model.config.tie_word_embeddings)]
+        if missing or unexpected:
+            raise ValueError(f"weights in {path} do not fit the model: missing={missing[:5]} "
+                             f"unexpected={unexpected[:5]}")
+        if self.model.config.tie_word_embeddings:
+            self.model.tie_weights()
+
     # -- sampling ---------------------------------------------------------------------------------
     def _fit(self, ids: list[int]) -> list[int]:
         """Keep the prompt's tail when it is longer than the budget (the system prompt is the head,
@@ -68,13 +116,20 @@ class TransformersPolicy:
         return ids if len(ids) <= budget else ids[-budget:]
 
     @torch.inference_mode()
-    def sample_ids(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float], str]]:
+    def sample_ids(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
+                   seeds: list[int | None] | None = None) -> list[tuple[list[int], list[float], str]]:
         """Batched sampling with a KV cache and left padding. The recorded logprob is the one of
-        the distribution actually sampled from (logits / temperature; raw logits when greedy)."""
-        s = self.sampling
+        the distribution actually sampled from (logits / temperature; raw logits when greedy).
+        A row with a seed draws from its own generator, so its sample does not depend on what else
+        is in the batch or on earlier requests (resumed runs take the same next step)."""
+        s = sampling or self.sampling
+        gens = [torch.Generator().manual_seed(int(sd)) if sd is not None else self.generator
+                for sd in (seeds or [None] * len(prompts))]
         batch, width = len(prompts), max(len(p) for p in prompts)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         attn = torch.zeros((batch, width), dtype=torch.long)
+        if s.max_new_tokens <= 0:
+            return [([], [], "length") for _ in prompts]
         for i, p in enumerate(prompts):
             input_ids[i, width - len(p):] = torch.tensor(p)
             attn[i, width - len(p):] = 1
@@ -87,7 +142,7 @@ class TransformersPolicy:
         done = torch.zeros(batch, dtype=torch.bool)
         stop = torch.tensor(sorted(self.stop_ids))
         for _ in range(s.max_new_tokens):
-            chosen, chosen_lp = self._pick(logits)
+            chosen, chosen_lp = self._pick(logits, s, gens)
             for i in range(batch):
                 if not done[i] and int(chosen[i]) not in self.stop_ids:
                     tokens[i].append(int(chosen[i]))
@@ -102,8 +157,8 @@ class TransformersPolicy:
             next_pos = next_pos + 1
         return [(tokens[i], logprobs[i], "stop" if done[i] else "length") for i in range(batch)]
 
-    def _pick(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        s = self.sampling
+    @staticmethod
+    def _pick(logits: torch.Tensor, s: SamplingConfig, gens) -> tuple[torch.Tensor, torch.Tensor]:
         if s.temperature <= 0:
             lp = torch.log_softmax(logits, -1)
             chosen = lp.argmax(-1)
@@ -114,5 +169,5 @@ class TransformersPolicy:
             sorted_p, order = probs.sort(-1, descending=True)
             keep = sorted_p.cumsum(-1) - sorted_p < s.top_p
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
-        chosen = torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+        chosen = torch.stack([torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(gens)])
         return chosen, lp.gather(-1, chosen[:, None])[:, 0]

@@ -36,6 +36,7 @@ class ModelConfig:
     top_p: float
     max_prompt_tokens: int
     threads: int | None = None
+    init_from: str | None = None
 
 
 @dataclass

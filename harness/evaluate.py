@@ -1,16 +1,20 @@
-"""An eval run: every selected task once, trajectories streamed to disk, metrics and a leaderboard
-row at the end. A run killed half-way resumes with `resume=<run_dir>` and skips finished tasks."""
+"""An eval run: every selected task once, several episodes at a time (each worker owns its env;
+the model's endpoint batches their requests), trajectories streamed to disk as they finish, metrics
+and a leaderboard row at the end. A run killed half-way resumes with `resume=<run_dir>`."""
 from __future__ import annotations
 
 import datetime as dt
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from tqdm import tqdm
 
-from harness.types import Trajectory
+from harness.types import Task, Trajectory
 
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .leaderboard import append_row
@@ -48,24 +52,79 @@ def summarize(trajs: list[Trajectory]) -> dict:
     }
 
 
-def evaluate(env, agent, tasks, *, run_dir: Path, system_prompt: str, row_fields: dict,
-             leaderboard: Path, seed: int, progress: bool = True) -> EvalResult:
+class EnvPool:
+    """One env per worker thread, created on first use, all closed at the end."""
+
+    def __init__(self, make_env: Callable):
+        self._make_env = make_env
+        self._local = threading.local()
+        self._all: list = []
+        self._lock = threading.Lock()
+
+    def get(self):
+        env = getattr(self._local, "env", None)
+        if env is None:
+            env = self._local.env = self._make_env()
+            with self._lock:
+                self._all.append(env)
+        return env
+
+    def close(self) -> None:
+        for env in self._all:
+            env.close()
+        self._all.clear()
+
+
+def run_episodes(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, system_prompt: str,
+                 seed: int, parallel: int, on_done: Callable[[Trajectory], None] | None = None,
+                 progress: bool = True, desc: str = "episodes") -> list[Trajectory]:
+    """Run one episode per task (tasks may repeat), `parallel` at a time; results in task order.
+    `make_agent(i)` makes the agent of episode i (so per-episode seeds do not depend on scheduling)."""
+    results: list[Trajectory | None] = [None] * len(tasks)
+    ex = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="episode")
+    try:
+        with tqdm(total=len(tasks), desc=desc, disable=not progress) as bar:
+            futs = {ex.submit(lambda i, t: run_episode(pool.get(), make_agent(i), t, system_prompt, seed=seed), i, t): i
+                    for i, t in enumerate(tasks)}
+            wins = 0
+            for fut in as_completed(futs):
+                traj = fut.result()
+                results[futs[fut]] = traj
+                if on_done:
+                    on_done(traj)
+                wins += traj.success
+                bar.update()
+                bar.set_postfix(success=wins)
+    except BaseException:
+        # Ctrl-C / SIGTERM: drop queued episodes and return at once; the caller closes the envs
+        # (removing their containers) and stops the server, which ends the running ones.
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+    return results  # type: ignore[return-value]
+
+
+def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir: Path, system_prompt: str,
+             row_fields: dict, leaderboard: Path, seed: int, parallel: int = 1,
+             progress: bool = True) -> EvalResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     traj_file = run_dir / "trajectories.jsonl"
     done = {d["task_id"]: Trajectory.from_dict(d) for d in read_jsonl(traj_file)}
     todo = [t for t in tasks if t.task_id not in done]
     t0 = time.monotonic()
-    if hasattr(env.unwrapped, "prepare") and todo:
-        with tqdm(total=len(todo), desc="images", disable=not progress, leave=False) as bar:
-            env.unwrapped.prepare(todo, progress=lambda _t: bar.update())
-    with tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc=f"{row_fields['env']}/{row_fields['agent']}",
-              disable=not progress) as bar:
-        for task in todo:
-            traj = run_episode(env, agent, task, system_prompt, seed=seed)
+    first = pool.get()
+    if hasattr(first.unwrapped, "prepare") and todo:
+        with tqdm(total=len(todo), desc="prepare", disable=not progress, leave=False) as bar:
+            first.unwrapped.prepare(todo, progress=lambda _t: bar.update())
+    lock = threading.Lock()
+
+    def save(traj: Trajectory) -> None:
+        with lock:
             append_jsonl(traj_file, traj.to_dict())
-            done[task.task_id] = traj
-            bar.update()
-            bar.set_postfix(success=sum(t.success for t in done.values()))
+            done[traj.task_id] = traj
+
+    run_episodes(pool, make_agent, todo, system_prompt=system_prompt, seed=seed, parallel=parallel,
+                 on_done=save, progress=progress, desc=f"{row_fields['env']}/{row_fields['agent']}")
     trajs = [done[t.task_id] for t in tasks]
     metrics = summarize(trajs)
     metrics["wall_s"] = time.monotonic() - t0

@@ -1,29 +1,50 @@
-"""Build agents from config: scripted baselines, or the model through its backend."""
+"""Build agents from config: scripted baselines, or the model behind its serving endpoint."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from agents.base import Agent, ModelAgent, NoopAgent, OracleAgent
+from agents.http_policy import HTTPPolicy
 from agents.model_cache import ensure_cached
-from agents.transformers_policy import SamplingConfig, TransformersPolicy
+from agents.serving import BackendConfig, Server
+from agents.transformers_policy import SamplingConfig
 
 from .config import ModelConfig
 
 SCRIPTED = {"oracle": OracleAgent, "noop": NoopAgent}
 
 
-def load_policy(model: ModelConfig, cache_dir: str, seed: int) -> TransformersPolicy:
-    path = ensure_cached(model.source, Path(cache_dir) / "models", package=model.package,
+def model_path(model: ModelConfig, cache_dir: str) -> Path:
+    return ensure_cached(model.source, Path(cache_dir) / "models", package=model.package,
                          gguf_file=model.gguf_file)
-    sampling = SamplingConfig(model.max_new_tokens, model.temperature, model.top_p, model.max_prompt_tokens)
-    return TransformersPolicy.load(path, sampling, model_name=model.name, seed=seed, dtype=model.dtype,
-                                   threads=model.threads)
 
 
-def make_agent(name: str, model: ModelConfig, cache_dir: str, seed: int) -> tuple[Agent, str]:
-    """The agent and the model name that goes into the leaderboard ('-' for scripted agents)."""
+def sampling_of(model: ModelConfig) -> SamplingConfig:
+    return SamplingConfig(model.max_new_tokens, model.temperature, model.top_p, model.max_prompt_tokens)
+
+
+@contextmanager
+def serve_policy(model: ModelConfig, backend: BackendConfig, cache_dir: str, *, path: Path | None = None,
+                 log_path: Path | None = None):
+    """Start (or attach to) the endpoint for `model` and yield an HTTPPolicy on it; stop it after."""
+    from transformers import AutoTokenizer
+
+    path = path or model_path(model, cache_dir)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    with Server(backend, path, model_name=model.name, dtype=model.dtype, log_path=log_path) as server:
+        yield HTTPPolicy(server.url, tokenizer, sampling_of(model), model_name=model.name)
+
+
+def agent_factory(name: str, policy: HTTPPolicy | None = None):
+    """`f(episode_index) -> Agent`: one agent per episode (scripted agents keep per-episode state)."""
     if name in SCRIPTED:
-        return SCRIPTED[name](), "-"
+        return lambda i: SCRIPTED[name]()
     if name == "model":
-        return ModelAgent(load_policy(model, cache_dir, seed)), model.name
+        if policy is None:
+            raise ValueError("agent=model needs a serving endpoint")
+        return lambda i: ModelAgent(policy)
     raise ValueError(f"unknown agent {name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
+
+
+__all__ = ["Agent", "SCRIPTED", "agent_factory", "model_path", "sampling_of", "serve_policy"]

@@ -23,6 +23,20 @@ def prepare_images() -> None:
     print(f"[setup] {len(env.tasks)} terminal task images ready ({time.monotonic() - t0:.0f} s)")
 
 
+def prepare_swe_images() -> None:
+    from tqdm import tqdm
+
+    from envs.sandbox import SandboxConfig
+    from envs.swe import SWEEnv, SWEEnvConfig
+
+    cfg = compose(["env=swe"])
+    t0 = time.monotonic()
+    env = SWEEnv(typed(cfg.env, SWEEnvConfig), typed(cfg.sandbox, SandboxConfig), split="all")
+    with tqdm(total=len(env.tasks), desc="SWE instance images") as bar:
+        env.prepare(progress=lambda _t: bar.update())
+    print(f"[setup] {len(env.tasks)} SWE instance images ready ({time.monotonic() - t0:.0f} s)")
+
+
 def prepare_model() -> None:
     from agents.model_cache import ensure_cached
 
@@ -53,7 +67,8 @@ def print_leaderboard(last: int = 10) -> None:
     Console().print(table)
 
 
-STEPS = {"images": prepare_images, "model": prepare_model, "leaderboard": print_leaderboard}
+STEPS = {"images": prepare_images, "swe-images": prepare_swe_images, "model": prepare_model,
+         "leaderboard": print_leaderboard}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in STEPS:

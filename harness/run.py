@@ -1,9 +1,10 @@
 """`python -m harness.run`: the Hydra entry point. Public keys: env=, agent=, split=, limit=, seed=,
-mode=, resume=<run_dir>."""
+mode=eval|train, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
 import signal
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import gymnasium as gym
@@ -12,50 +13,78 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 import envs  # noqa: F401  (registers the environments)
+from agents.serving import BackendConfig
 from envs.limits import EpisodeLimits
 from envs.sandbox import SandboxConfig, docker_client, reap_orphans, wait_for_background_removals
 
 from .atomic import write_text_atomic
 from .config import REPO_ROOT, ModelConfig, env_config, typed
-from .evaluate import evaluate
-from .policy_factory import make_agent
+from .evaluate import EnvPool, evaluate
+from .policy_factory import SCRIPTED, agent_factory, serve_policy
 from .report import print_summary
+
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def build_env(cfg: DictConfig, run_id: str):
+def env_maker(cfg: DictConfig, run_id: str, split: str | None):
+    """A factory of wrapped envs (one per worker) and the typed env config."""
     env_cfg = env_config(cfg.env)
-    split = None if cfg.split == "all" else cfg.split
-    env = gym.make(env_cfg.env_id, config=env_cfg, sandbox=typed(cfg.sandbox, SandboxConfig),
-                   split=split, run_id=run_id, disable_env_checker=True)
-    return EpisodeLimits(env, env_cfg.max_steps, env_cfg.max_seconds), env_cfg
+    sandbox = typed(cfg.sandbox, SandboxConfig)
+
+    def make(split=split, max_steps=env_cfg.max_steps):
+        env = gym.make(env_cfg.env_id, config=env_cfg, sandbox=sandbox, split=split, run_id=run_id,
+                       disable_env_checker=True)
+        return EpisodeLimits(env, max_steps, env_cfg.max_seconds)
+
+    return make, env_cfg
+
+
+def select_tasks(env, split: str, limit: int | None, seed: int):
+    tasks = env.unwrapped.tasks
+    return tasks[:limit] if limit else tasks
 
 
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_dir = Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
-    if cfg.mode.name != "eval":
-        raise SystemExit(f"mode={cfg.mode.name} is not available yet (only mode=eval)")
-    removed = reap_orphans(docker_client())
+    if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model":
+        raise SystemExit(f"unknown agent {cfg.agent.name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
+    try:
+        removed = reap_orphans(docker_client())
+    except Exception as e:  # Docker-free envs can run without a daemon
+        removed = []
+        print(f"[nextstate] Docker not reachable ({e}); containers cannot be reaped", file=sys.stderr)
     if removed:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    env, env_cfg = build_env(cfg, run_id=run_dir.name)
-    tasks = env.unwrapped.tasks[: cfg.limit] if cfg.limit else env.unwrapped.tasks
+    if cfg.mode.name == "train":
+        from .train import train_main
+
+        return train_main(cfg, run_dir)
+    if cfg.mode.name != "eval":
+        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train)")
+    split = None if cfg.split == "all" else cfg.split
+    make_env, env_cfg = env_maker(cfg, run_dir.name, split)
+    pool = EnvPool(make_env)
     model_cfg = typed(cfg.model, ModelConfig)
-    agent, model_name = make_agent(cfg.agent.name, model_cfg, cfg.paths.cache_dir, cfg.seed)
-    try:
+    with ExitStack() as stack:
+        stack.callback(wait_for_background_removals)
+        stack.callback(pool.close)
+        policy = None
+        if cfg.agent.name == "model":
+            policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
+                                                      cfg.paths.cache_dir, log_path=run_dir / "server.log"))
+        tasks = select_tasks(pool.get(), cfg.split, cfg.limit, cfg.seed)
         result = evaluate(
-            env, agent, tasks, run_dir=run_dir, system_prompt=env_cfg.system_prompt, seed=cfg.seed,
+            pool, agent_factory(cfg.agent.name, policy), tasks, run_dir=run_dir,
+            system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
             leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
             row_fields={"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "split": cfg.split,
-                        "agent": cfg.agent.name, "model": model_name, "signal": "none"},
+                        "agent": cfg.agent.name, "model": model_cfg.name if policy else "-",
+                        "signal": "none"},
         )
-    finally:
-        env.close()
-        wait_for_background_removals()
     print_summary(result)
     return result.metrics
 

@@ -119,3 +119,28 @@ class Generation:
     logprobs: list[float]
     prompt_token_ids: list[int] = field(default_factory=list)
     finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The judge's reading of one step: its m votes (+1/-1/0, None = unparsable), the step score,
+    and the hindsight hint for OPD (None = no usable hint)."""
+
+    votes: tuple[int | None, ...] = ()
+    score: float = 0.0
+    hint: str | None = None
+    raw: tuple[str, ...] = ()
+
+
+@dataclass
+class Sample:
+    """One training example: a step's exact prompt and response tokens with per-token advantages.
+    The trainer sees only these; it never knows which env produced them."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    old_logprobs: list[float]
+    advantages: list[float]
+    group: str = ""
+    step_index: int = 0
+    ref_logprobs: list[float] | None = None

@@ -72,8 +72,11 @@ def test_bad_actions_become_error_next_states(env):
     assert "[exit code 1]" in obs and "hi" in obs and info["step_label"] == {"exit_ok": False}
 
 
-def test_tests_are_hidden_and_tamper_proof(env, terminal_config):
-    task = SUITE[0]
+ROOT_TASK = next(t for t in SUITE if t.data.get("run_as") == "root")
+
+
+@pytest.mark.parametrize("task", [SUITE[0], ROOT_TASK], ids=["as-agent", "as-root"])
+def test_tests_are_hidden_and_tamper_proof(env, terminal_config, task):
     oracle = OracleAgent()
     oracle.begin(task, env.reference_actions(task))
     replies = [

@@ -1,0 +1,93 @@
+"""A `Policy` over SGLang's native HTTP API (the embedded server speaks the same subset).
+
+Token-in/token-out: prompts are templated here into ids, sent as `input_ids`, and the reply's
+`output_ids` and their logprobs come back; scoring sends exactly those ids again."""
+from __future__ import annotations
+
+import requests
+
+from harness.types import Generation
+
+from .chat import render_prompt_ids
+from .transformers_policy import SamplingConfig
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class HTTPPolicy:
+    name = "http"
+
+    def __init__(self, url: str, tokenizer, sampling: SamplingConfig, *, model_name: str,
+                 timeout_s: float = 600.0):
+        self.url = url.rstrip("/")
+        self.tokenizer = tokenizer
+        self.sampling = sampling
+        self.model_name = model_name
+        self.timeout_s = timeout_s
+        self._session = requests.Session()
+
+    def _post(self, route: str, body: dict):
+        try:
+            r = self._session.post(self.url + route, json=body, timeout=self.timeout_s)
+        except requests.RequestException as e:
+            raise ServerError(f"{self.url}{route}: {e}") from e
+        if r.status_code != 200:
+            raise ServerError(f"{self.url}{route}: HTTP {r.status_code}: {r.text[:500]}")
+        return r.json()
+
+    def prompt_ids(self, messages, tools=None) -> list[int]:
+        ids = render_prompt_ids(self.tokenizer, messages, tools)
+        budget = self.sampling.max_prompt_tokens
+        return ids if len(ids) <= budget else ids[-budget:]
+
+    def generate(self, conversations, *, tools=None, seeds: list[int] | None = None,
+                 sampling: SamplingConfig | None = None) -> list[Generation]:
+        s = sampling or self.sampling
+        prompts = [self.prompt_ids(m, tools) for m in conversations]
+        return self.generate_from_ids(prompts, sampling=s, seeds=seeds)
+
+    def generate_from_ids(self, prompts: list[list[int]], *, sampling: SamplingConfig | None = None,
+                          seeds: list[int] | None = None) -> list[Generation]:
+        s = sampling or self.sampling
+        body = {"input_ids": prompts, "return_logprob": True,
+                "sampling_params": {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature,
+                                    "top_p": s.top_p}}
+        if seeds is not None:
+            body["sampling_params"]["sampling_seed"] = list(seeds)
+        outs = self._post("/generate", body)
+        gens = []
+        for p, o in zip(prompts, outs):
+            lps = o["meta_info"].get("output_token_logprobs") or []
+            gens.append(Generation(text=o["text"], token_ids=list(o["output_ids"]),
+                                   logprobs=[float(x[0]) for x in lps], prompt_token_ids=p,
+                                   finish_reason=o["meta_info"]["finish_reason"]["type"]))
+        return gens
+
+    def score_many(self, pairs: list[tuple[list[int], list[int]]], top_k: int = 0):
+        """log p(response | prompt) per response token for each (prompt_ids, response_ids) pair, as
+        SGLang computes it: max_new_tokens 0, logprob_start_len at the response start. With top_k,
+        also the top-k (logprob, id) pairs per position."""
+        results = []
+        for prompt, resp in pairs:  # one request per pair: logprob_start_len differs per pair
+            body = {"input_ids": prompt + resp, "return_logprob": True, "logprob_start_len": len(prompt),
+                    "sampling_params": {"max_new_tokens": 0, "temperature": 1.0}}
+            if top_k:
+                body["top_logprobs_num"] = top_k
+            o = self._post("/generate", body)
+            lps = [float(x[0]) for x in o["meta_info"]["input_token_logprobs"]]
+            if len(lps) != len(resp):
+                raise ServerError(f"scoring returned {len(lps)} logprobs for {len(resp)} tokens")
+            tops = o["meta_info"].get("input_top_logprobs") if top_k else None
+            results.append((lps, [[(float(a), int(b)) for a, b, _ in row] for row in tops] if tops else None))
+        return results
+
+    def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
+        return self.score_many([(prompt_ids, response_ids)])[0][0]
+
+    def update_weights_from_disk(self, path: str) -> dict:
+        out = self._post("/update_weights_from_disk", {"model_path": str(path)})
+        if not out.get("success"):
+            raise ServerError(f"weight update failed: {out}")
+        return out

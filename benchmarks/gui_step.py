@@ -1,0 +1,149 @@
+"""GUI env step and reset latency vs the `miniwob` package's own Gymnasium env (Selenium driving
+Debian's chromedriver), on the same MiniWoB tasks, solved the same way, in one run.
+
+Both sides record a screenshot per state (miniwob does by default; ours writes PNGs to a temp
+dir) and read the page after every action (miniwob: its DOM + screenshot; ours: the accessibility
+tree + screenshot + the tree diff). Episodes run in alternating blocks so machine noise hits both
+alike; resets of the same task in a row are what a GRPO group does (ours prewarms the next
+context in the background: a reset finds its page loaded). Prints medians and ratios, then one
+JSON line whose value is the worse of the two ratios (ours / miniwob; target <= 1.0).
+
+Needs `chromium-driver` (make bench installs it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.gui import GUIEnv, GUIEnvConfig  # noqa: E402
+from envs.gui_a11y import parse_tree  # noqa: E402
+from envs.gui_solvers import MINIWOB_SOLVERS  # noqa: E402
+from harness.config import compose, typed  # noqa: E402
+
+TASKS = ["click-checkboxes", "login-user", "enter-text", "click-button"]
+
+
+def _quoted(s: str) -> list[str]:
+    return re.findall(r'"([^"]*)"', s)
+
+
+def miniwob_plan(task: str, obs: dict) -> list[tuple[str, dict]]:
+    """The same solution as our solvers, in miniwob's action space (by its DOM refs)."""
+    els, goal = obs["dom_elements"], obs["utterance"]
+    by = lambda tag: [e for e in els if e["tag"] == tag]  # noqa: E731
+    if task == "click-checkboxes":
+        m = re.match(r"Select (.*) and click Submit\.", goal)
+        wanted = set() if m.group(1) == "nothing" else set(m.group(1).split(", "))
+        names = {e["parent"]: e["text"] for e in els if e["tag"] == "t"}
+        plan = [("CLICK_ELEMENT", {"ref": e["ref"]}) for e in by("input_checkbox") if names.get(e["parent"]) in wanted]
+        return plan + [("CLICK_ELEMENT", {"ref": by("button")[0]["ref"]})]
+    if task == "login-user":
+        user, pw = _quoted(goal)[:2]
+        return [("FOCUS_ELEMENT_AND_TYPE_TEXT", {"ref": by("input_text")[0]["ref"], "text": user}),
+                ("FOCUS_ELEMENT_AND_TYPE_TEXT", {"ref": by("input_password")[0]["ref"], "text": pw}),
+                ("CLICK_ELEMENT", {"ref": by("button")[0]["ref"]})]
+    if task == "enter-text":
+        return [("FOCUS_ELEMENT_AND_TYPE_TEXT", {"ref": by("input_text")[0]["ref"], "text": _quoted(goal)[0]}),
+                ("CLICK_ELEMENT", {"ref": by("button")[0]["ref"]})]
+    if task == "click-button":
+        target = _quoted(goal)[0]
+        return [("CLICK_ELEMENT", {"ref": next(e["ref"] for e in by("button") if e["text"] == target)})]
+    raise KeyError(task)
+
+
+def run_miniwob(env, task: str, seed: int, resets: list, steps: list, think: float) -> float:
+    t = time.perf_counter()
+    obs, _ = env.reset(seed=seed)
+    resets.append(time.perf_counter() - t)
+    reward = 0.0
+    for kind, kw in miniwob_plan(task, obs):
+        action = env.unwrapped.create_action(kind, **kw)
+        time.sleep(think)
+        t = time.perf_counter()
+        obs, reward, terminated, _, _ = env.step(action)
+        steps.append(time.perf_counter() - t)
+        if terminated:
+            break
+    return reward
+
+
+def run_ours(env: GUIEnv, task: str, seed: int, resets: list, steps: list, think: float) -> float:
+    t = time.perf_counter()
+    env.reset(seed=seed, options={"task_id": task})
+    resets.append(time.perf_counter() - t)
+    solver, history, reward = MINIWOB_SOLVERS[task], [], 0.0
+    while (reply := solver(env.goal, parse_tree(env.page_tree), history)) is not None:
+        time.sleep(think)
+        t = time.perf_counter()
+        _, reward, terminated, _, info = env.step(reply)
+        steps.append(time.perf_counter() - t)
+        assert not info.get("infra_failure"), info
+        history.append(reply)
+        if terminated:
+            break
+    return reward
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) * 1e3
+
+
+def main(think: float, overrides: list[str], episodes: int = 8, block: int = 4) -> None:
+    os.environ.setdefault("MINIWOB_CHROME_BINARY", "/usr/bin/chromium")
+    os.environ.setdefault("MINIWOB_CHROMEDRIVER", "/usr/bin/chromedriver")
+    import gymnasium as gym
+    import miniwob
+
+    gym.register_envs(miniwob)
+    cfg = typed(compose(["env=gui", "env.suite=miniwob", *overrides]).env, GUIEnvConfig)
+    results = {}
+    with tempfile.TemporaryDirectory() as shots:
+        ours = GUIEnv(cfg, output_dir=shots)
+        try:
+            for task in TASKS:
+                theirs = gym.make(f"miniwob/{task}-v1")
+                r = {"ours_reset": [], "ours_step": [], "mw_reset": [], "mw_step": [], "ours_ok": 0, "mw_ok": 0}
+                run_ours(ours, task, 10_000, [], [], think)  # warm-up (first load, caches) on both sides
+                run_miniwob(theirs, task, 10_000, [], [], think)
+                for start in range(0, episodes, block):
+                    for seed in range(start, start + block):
+                        r["ours_ok"] += run_ours(ours, task, seed, r["ours_reset"], r["ours_step"], think) >= 1.0
+                    for seed in range(start, start + block):
+                        r["mw_ok"] += run_miniwob(theirs, task, seed, r["mw_reset"], r["mw_step"], think) > 0
+                theirs.close()
+                results[task] = r
+                print(f"{task:18s} reset {med(r['ours_reset']):6.1f} ms vs {med(r['mw_reset']):6.1f} ms "
+                      f"({med(r['ours_reset']) / med(r['mw_reset']):.2f}x)   step {med(r['ours_step']):6.1f} ms vs "
+                      f"{med(r['mw_step']):6.1f} ms ({med(r['ours_step']) / med(r['mw_step']):.2f}x)   "
+                      f"solved {r['ours_ok']}/{episodes} vs {r['mw_ok']}/{episodes}")
+        finally:
+            ours.close()
+    all_ = lambda k: [x for r in results.values() for x in r[k]]  # noqa: E731
+    reset_ratio = med(all_("ours_reset")) / med(all_("mw_reset"))
+    step_ratio = med(all_("ours_step")) / med(all_("mw_step"))
+    print(f"all tasks: reset {med(all_('ours_reset')):.1f} ms vs {med(all_('mw_reset')):.1f} ms ({reset_ratio:.2f}x), "
+          f"step {med(all_('ours_step')):.1f} ms vs {med(all_('mw_step')):.1f} ms ({step_ratio:.2f}x); target <= 1.0x")
+    print(json.dumps({"metric": "gui_latency_ratio_vs_miniwob_selenium", "value": round(max(reset_ratio, step_ratio), 3),
+                      "target": 1.0, "higher_is_better": False, "reset_ratio": round(reset_ratio, 3),
+                      "step_ratio": round(step_ratio, 3), "ours_reset_ms": round(med(all_("ours_reset")), 1),
+                      "miniwob_reset_ms": round(med(all_("mw_reset")), 1),
+                      "ours_step_ms": round(med(all_("ours_step")), 1),
+                      "miniwob_step_ms": round(med(all_("mw_step")), 1)}))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--think", type=float, default=0.0,
+                    help="seconds the 'agent' thinks before each action (untimed; both envs alike)")
+    ap.add_argument("overrides", nargs="*", help="config overrides, e.g. env.prewarm=false")
+    args = ap.parse_args()
+    main(args.think, args.overrides)

@@ -1,0 +1,65 @@
+"""Persistent shell vs one `docker exec` per command, on the same container in one run; and the
+terminal env's reset time. Prints ratios and ends with one JSON line (the headline: the speed-up)."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.sandbox import Sandbox, SandboxConfig, docker_client, wait_for_background_removals  # noqa: E402
+from envs.sandbox.images import ensure_shared_image  # noqa: E402
+from envs.terminal import TerminalEnv, TerminalEnvConfig  # noqa: E402
+from harness.config import compose, typed  # noqa: E402
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def main(n_cmds: int = 300, n_resets: int = 20) -> None:
+    cfg = compose(["env=terminal"])
+    sb_cfg = typed(cfg.sandbox, SandboxConfig)
+    env_cfg = typed(cfg.env, TerminalEnvConfig)
+    client = docker_client()
+    image = ensure_shared_image(client, env_cfg.shared_image, env_cfg.base_image)
+    with Sandbox(image, sb_cfg, run_id="bench-sandbox", client=client) as sb:
+        container = client.containers.get(sb.container_id)
+        shell, execs = [], []
+        for i in range(n_cmds):  # interleaved so that machine noise hits both alike
+            t = time.perf_counter()
+            sb.exec(f"echo {i}")
+            shell.append(time.perf_counter() - t)
+            if i % 3 == 0:
+                t = time.perf_counter()
+                container.exec_run(["bash", "-c", f"echo {i}"])
+                execs.append(time.perf_counter() - t)
+    env = TerminalEnv(env_cfg, sb_cfg, run_id="bench-reset")
+    task = env.tasks[0]
+    env.prepare([task])
+    resets = []
+    for _ in range(n_resets):
+        t = time.perf_counter()
+        env.reset(options={"task_id": task.task_id})
+        resets.append(time.perf_counter() - t)
+    env.close()
+    wait_for_background_removals()
+    s50, s95, e50, e95 = pct(shell, .5), pct(shell, .95), pct(execs, .5), pct(execs, .95)
+    speedup = e50 / s50
+    print(f"persistent shell  p50 {s50 * 1e3:7.2f} ms  p95 {s95 * 1e3:7.2f} ms  ({len(shell)} commands)")
+    print(f"exec_run          p50 {e50 * 1e3:7.2f} ms  p95 {e95 * 1e3:7.2f} ms  ({len(execs)} commands)")
+    print(f"speed-up p50 {speedup:.1f}x (target >= 15x), p95 {e95 / s95:.1f}x")
+    print(f"env reset         p50 {statistics.median(resets) * 1e3:7.1f} ms  p95 {pct(resets, .95) * 1e3:7.1f} ms "
+          f"(target p50 <= 500 ms)")
+    print(json.dumps({"metric": "persistent_shell_speedup_p50_vs_exec_run", "value": round(speedup, 2),
+                      "target": 15.0, "higher_is_better": True,
+                      "shell_p50_ms": round(s50 * 1e3, 3), "exec_run_p50_ms": round(e50 * 1e3, 2),
+                      "reset_p50_s": round(statistics.median(resets), 3), "reset_target_s": 0.5}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""`mode=train`: the synchronous training loop that compares the four signals on any env.
+
+  eval before (test split, greedy) -> for each iteration:
+    rollouts (train split, temperature 1, group_size per task, seeded per episode)
+    -> judge votes (PRM) / hindsight hints -> teacher logprobs (OPD)
+    -> samples with per-token advantages -> PPO update -> weights pushed to the serving endpoint
+    -> checkpoint (a killed run resumes with resume=<run_dir> and takes the same next step)
+  -> eval after -> leaderboard row (+ the sweep's success-vs-samples plot).
+
+Servers: the policy endpoint serves rollouts (and the teacher when teacher=policy); a second,
+frozen endpoint on the initial checkpoint serves the judge, the hints and the frozen teacher / KL
+reference. Both speak the same protocol (embedded CPU server or SGLang).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import random
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from agents.base import ModelAgent
+from agents.serving import BackendConfig
+from agents.transformers_policy import SamplingConfig
+from envs.sandbox import wait_for_background_removals
+from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
+from trainers.signals import SignalConfig, build_samples, collect_steps
+from trainers.update import UpdateConfig, ppo_update
+
+from .atomic import append_jsonl, read_jsonl, write_json_atomic
+from .config import ModelConfig, typed
+from .evaluate import EnvPool, git_commit, run_episodes, summarize
+from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
+from .judge_accuracy import judge_accuracy
+from .leaderboard import append_row
+from .policy_factory import model_path, serve_policy
+from .sweep_plot import write_sweep_plot
+
+
+@dataclass
+class TrainConfig:
+    name: str
+    iterations: int
+    tasks_per_iter: int
+    group_size: int
+    rollout_temperature: float
+    eval_limit: int | None
+    eval_every: int
+    teacher: str
+    lora: bool
+    lora_r: int
+    lora_alpha: int
+    lr: float
+    weight_decay: float
+    grad_clip: float
+    epochs: int
+    minibatch_size: int
+    eps_low: float
+    eps_high: float
+    kl_coef: float
+    gradient_checkpointing: str
+
+    def update_config(self) -> UpdateConfig:
+        return UpdateConfig(self.lr, self.weight_decay, self.grad_clip, self.epochs, self.minibatch_size,
+                            self.eps_low, self.eps_high, self.kl_coef, self.rollout_temperature)
+
+
+def load_trainable(path: Path, tc: TrainConfig, dtype: str):
+    from transformers import AutoModelForCausalLM
+
+    gpu = torch.cuda.is_available()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    if gpu:
+        model = model.cuda()
+    if tc.gradient_checkpointing == "on" or (tc.gradient_checkpointing == "auto" and gpu):
+        model.gradient_checkpointing_enable()
+    if tc.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=tc.lora_r, lora_alpha=tc.lora_alpha, lora_dropout=0.0,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    return model
+
+
+def _eval(pool, policy, tasks, system_prompt, seed, parallel, progress, desc, out_file: Path) -> dict:
+    trajs = run_episodes(pool, lambda i: ModelAgent(policy), tasks, system_prompt=system_prompt, seed=seed,
+                         parallel=parallel, progress=progress, desc=desc)
+    for t in trajs:
+        append_jsonl(out_file, t.to_dict())
+    return summarize(trajs)
+
+
+def _judge_and_teach(steps, judge: ModelJudge | None, signal: SignalConfig, teacher, hints_cfg: HintConfig,
+                     tools_of, salt: int) -> dict:
+    """Fill in votes (PRM) and teacher logprobs (OPD) on the steps; return counts for the log."""
+    info = {"judge_votes": 0, "hints_accepted": 0, "steps": len(steps)}
+    if judge is None or not steps:
+        return info
+    plain = [st.step for st in steps]
+    if signal.use_prm:
+        for st, j in zip(steps, judge.votes(plain, salt=salt)):
+            st.judgement = j
+            info["judge_votes"] += sum(v is not None for v in j.votes)
+    if signal.use_opd:
+        hints = judge.hints(plain, salt=salt)
+        pairs, hinted = [], []
+        for st, hint in zip(steps, hints):
+            if hint:
+                msgs = teacher_messages(st.step, hint, hints_cfg.teacher_suffix)
+                pairs.append((teacher.prompt_ids(msgs, tools_of(st.group)), st.response_ids))
+                hinted.append((st, hint))
+        for (st, hint), (lps, _) in zip(hinted, teacher.score_many(pairs) if pairs else []):
+            st.teacher_logprobs = lps
+            st.step.info["hint"] = hint
+        info["hints_accepted"] = len(hinted)
+    return info
+
+
+def train_main(cfg: DictConfig, run_dir: Path) -> dict:
+    from .run import env_maker
+
+    t_start = time.monotonic()
+    tc = typed(cfg.mode, TrainConfig)
+    signal = typed(cfg.signal, SignalConfig)
+    model_cfg = typed(cfg.model, ModelConfig)
+    backend = typed(cfg.backend, BackendConfig)
+    judge_cfg, hints_cfg = typed(cfg.judge, JudgeConfig), typed(cfg.hints, HintConfig)
+    make_env, env_cfg = env_maker(cfg, run_dir.name, split=None)
+    init_path = Path(cfg.model.get("init_from") or model_path(model_cfg, cfg.paths.cache_dir))
+    eval_sampling = SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens)
+    roll_sampling = SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
+    needs_frozen = signal.use_prm or signal.use_opd or tc.kl_coef > 0
+    state_file, log_file = run_dir / "checkpoint", run_dir / "train_log.jsonl"
+
+    with ExitStack() as stack:
+        pool = EnvPool(make_env)
+        stack.callback(wait_for_background_removals)
+        stack.callback(pool.close)
+        env = pool.get().unwrapped
+        train_tasks = [t for t in env.tasks if t.split == "train"]
+        test_tasks = [t for t in env.tasks if t.split == "test"][: tc.eval_limit or None]
+        if not train_tasks or not test_tasks:
+            raise SystemExit(f"env {env_cfg.name} needs both train and test tasks to train")
+        if hasattr(env, "prepare"):
+            env.prepare(train_tasks + test_tasks)
+        tools = {t.task_id: env.tools_for(t) for t in env.tasks}
+
+        policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
+                                                  log_path=run_dir / "server.log"))
+        frozen = None
+        if needs_frozen:
+            judge_path = Path(judge_cfg.model) if judge_cfg.model else init_path
+            frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=judge_path,
+                                                      log_path=run_dir / "judge_server.log"))
+        judge = ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if (signal.use_prm or signal.use_opd) else None
+        teacher = frozen if tc.teacher == "frozen" else policy
+        if tc.teacher not in ("frozen", "policy"):
+            raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
+
+        torch.manual_seed(cfg.seed)
+        model = load_trainable(init_path, tc, model_cfg.dtype)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
+                                      weight_decay=tc.weight_decay)
+        state = load_checkpoint(state_file, model, optimizer)
+        if state is not None:  # resumed: the server must serve the checkpoint's weights again
+            policy.update_weights_from_disk(str(save_weights(model, run_dir / "weights")))
+            print(f"[train] resumed after iteration {state['iteration']}")
+        else:
+            policy.sampling = eval_sampling
+            before = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
+                           "eval before", run_dir / "eval_before.jsonl")
+            state = {"iteration": -1, "success_before": before["success_rate"], "train_episodes": 0,
+                     "train_samples": 0, "tokens": 0, "judge_votes": 0, "hints_accepted": 0,
+                     "step_scores": [], "judge_pairs": [], "curve": [[0, before["success_rate"]]]}
+
+        for it in range(state["iteration"] + 1, tc.iterations):
+            rng = random.Random(hash((cfg.seed, it)))
+            chosen = rng.sample(train_tasks, min(tc.tasks_per_iter, len(train_tasks)))
+            batch = [t for t in chosen for _ in range(tc.group_size)]
+            policy.sampling = roll_sampling
+            trajs = run_episodes(
+                pool, lambda i: ModelAgent(policy, roll_sampling, seed=hash((cfg.seed, it, i)) % 2**31),
+                batch, system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
+                progress=cfg.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
+            steps = collect_steps(trajs)
+            info = _judge_and_teach(steps, judge, signal, teacher, hints_cfg, tools.get, salt=it)
+            samples = build_samples(signal, steps, trajs)
+            if tc.kl_coef > 0 and samples:
+                for s, (lps, _) in zip(samples, frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
+                    s.ref_logprobs = lps
+            stats = ppo_update(model, optimizer, samples, tc.update_config(),
+                               generator=torch.Generator().manual_seed(hash((cfg.seed, it)) % 2**31))
+            policy.update_weights_from_disk(str(save_weights(model, run_dir / "weights")))
+            state["iteration"] = it
+            state["train_episodes"] += len(trajs)
+            state["train_samples"] += len(samples)
+            state["tokens"] += sum(t.n_tokens for t in trajs)
+            state["judge_votes"] += info["judge_votes"]
+            state["hints_accepted"] += info["hints_accepted"]
+            state["step_scores"] += [st.judgement.score for st in steps if st.judgement]
+            state["judge_pairs"] += [[st.judgement.score, st.step.info.get("step_label")] for st in steps
+                                     if st.judgement and st.step.info.get("step_label")]
+            log = {"iteration": it, "episodes": len(trajs), "samples": len(samples),
+                   "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)), **info, **stats}
+            if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
+                policy.sampling = eval_sampling
+                mid = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel,
+                            cfg.progress, f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
+                state["curve"].append([state["train_episodes"], mid["success_rate"]])
+                log["eval_success"] = mid["success_rate"]
+            append_jsonl(log_file, log)
+            save_checkpoint(state_file, model, optimizer, state)
+            print(f"[train] it {it + 1}/{tc.iterations}: {len(samples)} samples, loss {stats.get('loss', 0):.4f}, "
+                  f"rollout success {log['rollout_success']:.2f}")
+
+        policy.sampling = eval_sampling
+        after_file = run_dir / "eval_after.jsonl"
+        after_file.unlink(missing_ok=True)
+        after = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
+                      "eval after", after_file)
+    state["curve"].append([state["train_episodes"], after["success_rate"]])
+    acc = judge_accuracy(state["judge_pairs"])
+    scores = state["step_scores"]
+    metrics = {
+        "env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "signal": signal.name,
+        "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.use_opd else "-",
+        "train_episodes": state["train_episodes"], "train_samples": state["train_samples"],
+        "success_before": state["success_before"], "success_after": after["success_rate"],
+        "delta": after["success_rate"] - state["success_before"],
+        "mean_step_score": sum(scores) / len(scores) if scores else None,
+        "judge_votes": state["judge_votes"], "hints_accepted": state["hints_accepted"],
+        "judge_neg_precision": acc["precision"], "judge_neg_recall": acc["recall"], "judge_labeled_steps": acc["n"],
+        "tokens": state["tokens"], "wall_s": round(time.monotonic() - t_start, 1), "curve": state["curve"],
+        "train_log": read_jsonl(log_file),
+    }
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    row = {"timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"],
+           "suite": metrics["suite"], "split": "test", "agent": "model", "model": metrics["model"],
+           "signal": signal.name, "seed": cfg.seed, "n_tasks": len(test_tasks),
+           "success_rate": round(after["success_rate"], 4), "mean_steps": round(after["mean_steps"], 2),
+           "infra_failures": after["infra_failures"], "tokens": metrics["tokens"], "wall_s": metrics["wall_s"],
+           "run_dir": str(run_dir), "git_commit": git_commit(),
+           **{k: ("" if metrics[k] is None else (round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]))
+              for k in ("train_episodes", "train_samples", "success_before", "success_after", "delta",
+                        "mean_step_score", "judge_votes", "hints_accepted", "judge_neg_precision",
+                        "judge_neg_recall", "teacher")}}
+    append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", row)
+    _maybe_plot_sweep(run_dir)
+    print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "
+          f"({metrics['train_episodes']} episodes, {metrics['train_samples']} samples, {metrics['wall_s']:.0f} s)")
+    return metrics
+
+
+def _maybe_plot_sweep(run_dir: Path) -> None:
+    """In a Hydra multirun, redraw the sweep's success-vs-samples plot from every finished job."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return
+    if hc.mode is not None and hc.mode.name == "MULTIRUN":
+        path = write_sweep_plot(Path(hc.sweep.dir))
+        print(f"[train] sweep plot: {path}")

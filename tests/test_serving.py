@@ -1,0 +1,109 @@
+"""The embedded server's endpoints over real HTTP, and the client that talks to it (the same client
+talks to a real SGLang server). Token-in/token-out alignment is proven here."""
+import json
+from pathlib import Path
+
+import pytest
+import requests
+
+from agents.serving import BackendConfig, Server
+from agents.transformers_policy import SamplingConfig
+from harness.config import ModelConfig, typed
+from harness.policy_factory import model_path, serve_policy
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def served(cfg):
+    m = typed(cfg.model, ModelConfig)
+    with serve_policy(m, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir) as policy:
+        yield policy
+
+
+def _post(policy, route, body):
+    return requests.post(policy.url + route, json=body, timeout=300)
+
+
+def test_health_and_model_info(served):
+    assert requests.get(served.url + "/health", timeout=10).status_code == 200
+    info = requests.get(served.url + "/get_model_info", timeout=10).json()
+    assert info["weight_version"] == 0 and info["model_path"]
+
+
+def test_generate_text_and_ids(served):
+    r = _post(served, "/generate", {"text": "The capital of France is",
+                                    "sampling_params": {"max_new_tokens": 5, "temperature": 0}})
+    out = r.json()
+    assert r.status_code == 200 and out["meta_info"]["completion_tokens"] == len(out["output_ids"]) <= 5
+    ids = served.tokenizer.encode("The capital of France is", add_special_tokens=False)
+    out2 = _post(served, "/generate", {"input_ids": [ids, ids], "return_logprob": True,
+                                       "sampling_params": {"max_new_tokens": 5, "temperature": 0}}).json()
+    assert isinstance(out2, list) and len(out2) == 2
+    assert out2[0]["output_ids"] == out["output_ids"]  # text in = the same ids in
+    assert [t for _, t, _ in out2[0]["meta_info"]["output_token_logprobs"]] == out2[0]["output_ids"]
+
+
+def test_token_in_token_out_alignment(served):
+    """Teacher scoring of a response under a new context uses the sampled ids themselves (no
+    re-tokenization), and scoring under the original context reproduces the rollout logprobs."""
+    msgs = [{"role": "user", "content": "Write a shell command that lists files."}]
+    s = SamplingConfig(24, 1.0, 1.0, 2048)
+    gen = served.generate([msgs], sampling=s, seeds=[123])[0]
+    assert gen.token_ids and len(gen.logprobs) == len(gen.token_ids)
+    again = served.generate([msgs], sampling=s, seeds=[123])[0]
+    assert again.token_ids == gen.token_ids  # a seeded request replays exactly
+    (lps, _), = served.score_many([(gen.prompt_token_ids, gen.token_ids)])
+    assert max(abs(a - b) for a, b in zip(lps, gen.logprobs)) < 1e-3
+    hinted = served.prompt_ids([{"role": "user", "content": msgs[0]["content"] + "\n\n[user's hint / instruction]\nUse ls -la."}])
+    body = {"input_ids": hinted + gen.token_ids, "return_logprob": True, "logprob_start_len": len(hinted),
+            "sampling_params": {"max_new_tokens": 0}}
+    out = _post(served, "/generate", body).json()
+    scored_ids = [t for _, t, _ in out["meta_info"]["input_token_logprobs"]]
+    assert scored_ids == gen.token_ids  # exactly the sampled tokens, aligned one to one
+    assert out["output_ids"] == []
+
+
+def test_top_logprobs(served):
+    ids = served.tokenizer.encode("one two three four", add_special_tokens=False)
+    out = _post(served, "/generate", {"input_ids": ids, "return_logprob": True, "logprob_start_len": 1,
+                                      "top_logprobs_num": 5, "sampling_params": {"max_new_tokens": 0}}).json()
+    tops = out["meta_info"]["input_top_logprobs"]
+    assert len(tops) == len(ids) - 1 and all(len(row) == 5 for row in tops)
+    assert all(row[0][0] >= row[-1][0] for row in tops)
+
+
+def test_chat_completions(served):
+    out = _post(served, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
+                                                  "max_tokens": 8, "temperature": 0, "logprobs": True}).json()
+    assert out["object"] == "chat.completion" and out["choices"][0]["message"]["role"] == "assistant"
+    assert out["usage"]["completion_tokens"] == len(out["choices"][0]["logprobs"]["content"])
+
+
+def test_bad_requests_get_clear_errors(served):
+    r = requests.post(served.url + "/generate", data=b"{not json", timeout=10)
+    assert r.status_code == 400 and "error" in r.json()
+    r = _post(served, "/generate", {"sampling_params": {}})
+    assert r.status_code == 400 and "text" in r.json()["error"]["message"]
+    r = _post(served, "/generate", {"input_ids": ["a"]})
+    assert r.status_code == 400
+    r = _post(served, "/update_weights_from_disk", {"model_path": "/nonexistent"})
+    assert r.status_code == 500 and "safetensors" in r.json()["error"]["message"]
+    assert requests.get(served.url + "/health", timeout=10).status_code == 200  # still up
+
+
+def test_update_weights_from_disk_changes_the_served_model(served, tmp_path, cfg):
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    src = model_path(typed(cfg.model, ModelConfig), cfg.paths.cache_dir)
+    state = load_file(str(src / "model.safetensors"))
+    ids = served.tokenizer.encode("hello world", add_special_tokens=False)
+    before = served.score(ids[:1], ids[1:])
+    state["model.norm.weight"] = state["model.norm.weight"] * 0.5  # a visible change
+    save_file(state, str(tmp_path / "model.safetensors"))
+    out = served.update_weights_from_disk(str(tmp_path))
+    assert out["success"] and out["weight_version"] == 1
+    assert served.score(ids[:1], ids[1:]) != pytest.approx(before, abs=1e-4)
+    served.update_weights_from_disk(str(src))  # restore
+    assert served.score(ids[:1], ids[1:]) == pytest.approx(before, abs=1e-4)

@@ -1,0 +1,66 @@
+"""The four signals turn judged trajectories into samples, checked against hand-computed numbers."""
+import pytest
+
+from harness.types import Judgement, NextState, Step, Trajectory
+from trainers.signals import SignalConfig, build_samples, collect_steps
+
+SIG = {
+    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0),
+    "prm": SignalConfig("prm", True, False, 1.0, 0.0),
+    "opd": SignalConfig("opd", False, True, 0.0, 1.0),
+    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0),
+}
+
+
+def _traj(task, outcome, n_steps=1, infra=False):
+    steps = [Step(i, [], "a", NextState(kind="terminal", text=""), action_token_ids=[5, 6],
+                  rollout_logprobs=[-1.0, -2.0], prompt_token_ids=[1, 2, 3]) for i in range(n_steps)]
+    return Trajectory(task, "env", steps=steps, outcome=outcome, infra_failure=infra)
+
+
+def test_outcome_is_group_normalized_and_broadcast():
+    trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("B", 1.0), _traj("B", 1.0), _traj("A", 0.0, infra=True)]
+    steps = collect_steps(trajs)
+    assert len(steps) == 4  # the infra failure gives nothing to learn from
+    samples = build_samples(SIG["outcome"], steps, trajs)
+    # group A: [1, 0] -> mean .5, sigma .5 -> [+1, -1]; group B is constant -> advantage 0 -> dropped
+    assert [s.advantages for s in samples] == [pytest.approx([1.0, 1.0], abs=1e-5), pytest.approx([-1.0, -1.0], abs=1e-5)]
+
+
+def test_prm_adds_step_score_to_outcome_then_standardizes():
+    trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("A", 0.0)]
+    steps = collect_steps(trajs)
+    for st, score in zip(steps, [1.0, -1.0, 1 / 3]):
+        st.judgement = Judgement(votes=(1,), score=score)
+    samples = build_samples(SIG["prm"], steps, trajs)
+    # R = [2, -1, 1/3]; mean 4/9; population sigma = sqrt(((14/9)^2 + (13/9)^2 + (1/9)^2)/3)
+    import math
+    r = [2.0, -1.0, 1 / 3]
+    m = sum(r) / 3
+    sd = math.sqrt(sum((x - m) ** 2 for x in r) / 3)
+    assert [s.advantages[0] for s in samples] == pytest.approx([(x - m) / (sd + 1e-6) for x in r], rel=1e-4)
+
+
+def test_opd_uses_teacher_minus_old_and_drops_unhinted():
+    trajs = [_traj("A", 0.0), _traj("A", 0.0)]
+    steps = collect_steps(trajs)
+    steps[0].teacher_logprobs = [-0.5, -1.0]  # old [-1, -2] -> advantages [0.5, 1.0]
+    samples = build_samples(SIG["opd"], steps, trajs)
+    assert len(samples) == 1 and samples[0].advantages == pytest.approx([0.5, 1.0])
+
+
+def test_combined_hint_only_score_only_and_both():
+    trajs = [_traj("A", 0.0, n_steps=1), _traj("A", 0.0, n_steps=1), _traj("B", 0.0)]
+    steps = collect_steps(trajs)
+    steps[0].judgement = Judgement(score=1.0)
+    steps[1].judgement = Judgement(score=-1.0)
+    steps[1].teacher_logprobs = [-1.5, -1.0]
+    steps[2].teacher_logprobs = [0.0, 0.0]  # B: single-entry bucket, R = 0 kept raw (score 0)
+    samples = build_samples(SIG["prm_opd"], steps, trajs)
+    by_group = [(s.group, s.advantages) for s in samples]
+    # A: R = [1, -1] -> standardized [1, -1]; step 0 score only: [1, 1]
+    # step 1 both: -1 + (teacher - old) = [-1 - 0.5, -1 + 1.0]
+    # B: no score (R = 0) but a hint: OPD only: [0 - (-1), 0 - (-2)] = [1, 2]
+    assert by_group[0] == ("A", pytest.approx([1.0, 1.0], abs=1e-5))
+    assert by_group[1] == ("A", pytest.approx([-1.5, 0.0], abs=1e-5))
+    assert by_group[2] == ("B", pytest.approx([1.0, 2.0], abs=1e-5))

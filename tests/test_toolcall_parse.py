@@ -1,0 +1,90 @@
+"""Fast tests, no Docker: how a reply becomes tool calls, and which calls the tools accept."""
+import pytest
+
+from envs.toolcall_parse import ToolCall, parse_reply, render_calls, render_tool_responses
+from envs.toolcall_validate import ToolSpec, check_calls, spec_from_schema
+
+SPECS = {
+    "get_order": ToolSpec("get_order", {"order_id": "integer"}, frozenset({"order_id"})),
+    "set_price": ToolSpec("set_price", {"sku": "string", "price": "number"}, frozenset({"sku", "price"})),
+    "search": ToolSpec("search", {"query": "string", "tags": "array", "opts": "dict", "x": "any"}, frozenset()),
+}
+
+
+@pytest.mark.parametrize("reply,calls,text", [
+    ('<tool_call>{"name": "get_order", "arguments": {"order_id": 3}}</tool_call>',
+     [("get_order", {"order_id": 3})], ""),
+    ('Let me check.\n<tool_call>\n  {"name": "get_order",\n "arguments": {"order_id": 3}}  \n</tool_call>\n',
+     [("get_order", {"order_id": 3})], "Let me check."),
+    ('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {"x": [1]}}'
+     '</tool_call>', [("a", {}), ("b", {"x": [1]})], ""),
+    ('<tool_call>{"name": "ping"}</tool_call>', [("ping", {})], ""),  # no arguments = none
+    ("The answer is 42.", [], "The answer is 42."),
+    ('<think>maybe <tool_call>{"name": "x", "arguments": {}}</tool_call>?</think>The answer is 42.', [],
+     "The answer is 42."),  # a call in the reasoning is not made
+    ('<think>\nplan\n</think>\n<tool_call>{"name": "x", "arguments": {}}</tool_call>', [("x", {})], ""),
+])
+def test_parse_valid(reply, calls, text):
+    p = parse_reply(reply)
+    assert p.error is None
+    assert [(c.name, c.arguments) for c in p.calls] == calls
+    assert p.text == text and p.source == reply
+
+
+@pytest.mark.parametrize("reply,reason", [
+    ("", "empty reply"),
+    ("   \n ", "empty reply"),
+    ("<tool_call>{'name': 'get_order', 'arguments': {}}</tool_call>", "not valid JSON"),  # Python, not JSON
+    ('<tool_call>{"name": "get_order", "arguments": {"order_id": 3},}</tool_call>', "not valid JSON"),
+    ('<tool_call>{"name": "f", "arguments": {"x": NaN}}</tool_call>', "not valid JSON"),
+    ('<tool_call>{"name": "get_order", "arguments": {"order_id": 3}}', "unbalanced"),
+    ('<tool_call>["get_order", 3]</tool_call>', "JSON object"),
+    ('<tool_call>{"arguments": {}}</tool_call>', 'no "name"'),
+    ('<tool_call>{"name": "f", "arguments": "{\\"x\\": 1}"}</tool_call>', '"arguments" must be a JSON object'),
+    ('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{bad}</tool_call>', "tool call 2"),
+    (None, "must be text"),
+])
+def test_parse_malformed_is_a_reason_not_an_exception(reply, reason):
+    p = parse_reply(reply)
+    assert p.error and reason in p.error and not p.calls
+
+
+def test_render_roundtrip():
+    calls = [ToolCall("get_order", {"order_id": 3}), ToolCall("search", {"query": "é", "tags": ["a"]})]
+    p = parse_reply(render_calls(calls))
+    assert p.error is None and list(p.calls) == calls
+
+
+def test_tool_responses_are_blocks_and_capped():
+    text = render_tool_responses(['{"a": 1}', "x" * 50], max_chars=10)
+    assert text.count("<tool_response>") == 2 and "[... 40 characters cut ...]" in text
+
+
+@pytest.mark.parametrize("call,problem", [
+    (ToolCall("get_order", {"order_id": 3}), None),
+    (ToolCall("set_price", {"sku": "A", "price": 5}), None),  # an int is a number
+    (ToolCall("search", {"x": {"any": "thing"}, "opts": {}, "tags": []}), None),
+    (ToolCall("nope", {}), "unknown tool 'nope'"),
+    (ToolCall("get_order", {}), "missing required argument(s) 'order_id'"),
+    (ToolCall("get_order", {"order_id": 3, "verbose": True}), "unknown argument(s) 'verbose'"),
+    (ToolCall("get_order", {"order_id": "3"}), "'order_id': expected integer, got string"),
+    (ToolCall("get_order", {"order_id": 3.5}), "expected integer, got number"),
+    (ToolCall("get_order", {"order_id": True}), "expected integer, got boolean"),
+    (ToolCall("set_price", {"sku": "A", "price": None}), "expected number, got null"),
+    (ToolCall("search", {"tags": "a,b"}), "expected array, got string"),
+])
+def test_check_calls(call, problem):
+    _, got = check_calls([call], SPECS)
+    assert got == problem if problem is None else problem in got
+
+
+def test_a_reply_is_rejected_as_a_whole_and_aliases_resolve():
+    ok, problem = check_calls([ToolCall("get.order", {"order_id": 1}), ToolCall("get_order", {})], SPECS,
+                              aliases={"get.order": "get_order"})
+    assert problem and "missing" in problem and [c.name for c in ok] == ["get_order"]
+
+
+def test_spec_from_openai_schema():
+    spec = spec_from_schema({"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}})
+    assert spec == ToolSpec("f", {"a": "string"}, frozenset({"a"}))

@@ -1,0 +1,99 @@
+"""The policy update: per-token logprobs of the exact sampled tokens under the current weights, the
+PPO clipped surrogate (+ optional k3 KL to the reference), AdamW with gradient clipping."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.types import Sample
+
+from .losses import k3_kl, ppo_clipped_loss
+
+
+@dataclass
+class UpdateConfig:
+    lr: float
+    weight_decay: float
+    grad_clip: float
+    epochs: int
+    minibatch_size: int
+    eps_low: float
+    eps_high: float
+    kl_coef: float
+    temperature: float  # the rollout temperature: logprobs are taken of logits / temperature
+
+
+def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tensor:
+    return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.float32)
+
+
+def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(response token | prompt, earlier response tokens) for every sample: [B, T] and a mask.
+
+    Only the response positions go through the LM head (the vocabulary projection of every prompt
+    position would cost far more memory than the whole forward pass)."""
+    seqs = [s.prompt_ids + s.response_ids for s in samples]
+    width = max(len(x) for x in seqs)
+    T = max(len(s.response_ids) for s in samples)
+    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    pos = torch.zeros((len(seqs), T), dtype=torch.long)
+    target = torch.zeros((len(seqs), T), dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.bool)
+    for i, (s, x) in enumerate(zip(samples, seqs)):
+        ids[i, : len(x)] = torch.tensor(x)
+        attn[i, : len(x)] = 1
+        n, p = len(s.response_ids), len(s.prompt_ids)
+        pos[i, :n] = torch.arange(p - 1, p - 1 + n)
+        target[i, :n] = torch.tensor(s.response_ids)
+        mask[i, :n] = True
+    device = next(model.parameters()).device
+    ids, attn, pos, target, mask = (t.to(device) for t in (ids, attn, pos, target, mask))
+    hidden = model.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
+    h = hidden.gather(1, pos[..., None].expand(-1, -1, hidden.shape[-1]))
+    logits = model.get_output_embeddings()(h).float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    lp = torch.log_softmax(logits, -1).gather(-1, target[..., None])[..., 0]
+    return lp, mask
+
+
+def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
+               generator: torch.Generator | None = None) -> dict:
+    """`epochs` passes over the samples in shuffled minibatches; one optimizer step per minibatch."""
+    if not samples:
+        return {"loss": 0.0, "updates": 0}
+    model.train()
+    device = next(model.parameters()).device
+    stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0,
+             "grad_norm": 0.0, "updates": 0}
+    for _ in range(cfg.epochs):
+        order = torch.randperm(len(samples), generator=generator).tolist()
+        for start in range(0, len(order), cfg.minibatch_size):
+            mb = [samples[i] for i in order[start: start + cfg.minibatch_size]]
+            lp, mask = sequence_logprobs(model, mb, cfg.temperature)
+            T = lp.shape[1]
+            old = _pad([s.old_logprobs for s in mb], T).to(device)
+            adv = _pad([s.advantages for s in mb], T).to(device)
+            pg_loss, pg = ppo_clipped_loss(lp, old, adv, mask, cfg.eps_low, cfg.eps_high)
+            loss = pg_loss
+            kl = torch.zeros(())
+            if cfg.kl_coef > 0:
+                ref = _pad([s.ref_logprobs or s.old_logprobs for s in mb], T).to(device)
+                kl = k3_kl(lp, ref, mask)
+                loss = loss + cfg.kl_coef * kl
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            params = [p for p in model.parameters() if p.requires_grad]
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            stats["loss"] += float(loss)
+            stats["pg_loss"] += float(pg_loss)
+            stats["kl"] += float(kl)
+            stats["clip_fraction"] += float(pg["clip_fraction"])
+            stats["approx_kl"] += float(pg["approx_kl"])
+            stats["grad_norm"] += float(grad_norm)
+            stats["updates"] += 1
+    n = max(1, stats["updates"])
+    return {k: (v / n if k != "updates" else v) for k, v in stats.items()}
