@@ -40,7 +40,8 @@ class Engine:
     def _sampling(self, sp: dict) -> SamplingConfig:
         try:
             return SamplingConfig(int(sp.get("max_new_tokens", 128)), float(sp.get("temperature", 1.0)),
-                                  float(sp.get("top_p", 1.0)), self.policy.sampling.max_prompt_tokens)
+                                  float(sp.get("top_p", 1.0)), self.policy.sampling.max_prompt_tokens,
+                                  bool(sp.get("ignore_eos", False)))
         except (TypeError, ValueError) as e:
             raise BadRequest(f"bad sampling_params: {e}") from e
 

@@ -17,6 +17,7 @@ class SamplingConfig:
     temperature: float
     top_p: float
     max_prompt_tokens: int
+    ignore_eos: bool = False  # generate exactly max_new_tokens (benchmarks)
 
 
 class TransformersPolicy:
@@ -143,11 +144,12 @@ class TransformersPolicy:
         stop = torch.tensor(sorted(self.stop_ids))
         for _ in range(s.max_new_tokens):
             chosen, chosen_lp = self._pick(logits, s, gens)
+            stopped = torch.zeros_like(done) if s.ignore_eos else torch.isin(chosen, stop)
             for i in range(batch):
-                if not done[i] and int(chosen[i]) not in self.stop_ids:
+                if not done[i] and not stopped[i]:
                     tokens[i].append(int(chosen[i]))
                     logprobs[i].append(float(chosen_lp[i]))
-            done |= torch.isin(chosen, stop)
+            done |= stopped
             if bool(done.all()):
                 break
             attn = torch.cat([attn, torch.ones((batch, 1), dtype=torch.long)], dim=1)

@@ -103,6 +103,6 @@ def main(instance_id: str, rounds: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--instance", default="nextstate__textkit-3")
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=6)
     a = ap.parse_args()
     main(a.instance, a.rounds)

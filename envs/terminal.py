@@ -130,7 +130,8 @@ class TerminalEnv(gym.Env[str, str]):
         parsed = parse_action(action, self.config.done_token)
         if parsed.error:
             ns = NextState(kind="error", text=parsed.error)
-            return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, {"next_state": ns}
+            info = {"next_state": ns, "step_label": {"parsed": False}}
+            return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, info
         info: dict = {}
         if parsed.command:
             try:
@@ -141,7 +142,7 @@ class TerminalEnv(gym.Env[str, str]):
                            timed_out=r.timed_out, truncated_bytes=r.truncated_bytes,
                            fields={"shell_restarted": r.restarted})
             # A verifiable step label: did the command itself succeed?
-            info["step_label"] = {"exit_ok": r.exit_code == 0}
+            info["step_label"] = {"parsed": True, "exit_ok": r.exit_code == 0}
         else:
             ns = NextState(kind="terminal", text="(finished)", exit_code=None, cwd=None)
         info["next_state"] = ns
@@ -160,8 +161,10 @@ class TerminalEnv(gym.Env[str, str]):
         t0 = time.monotonic()
         task, sb = self.task, self._sandbox
         try:
-            if (task.data.get("run_as") or self.config.user) != "root":
-                sb.run(f"pkill -9 -u {self.config.user} || true")  # the agent's leftovers can't interfere
+            if (task.data.get("run_as") or self.config.user) == "root":
+                sb.stop_agent_shell()  # a root agent's background jobs could rewrite the tests
+            # A non-root agent's processes keep running (a task may check a service it started);
+            # the tests arrive owned by root, so they cannot touch them.
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
             if task.data["format"] == "harbor":
                 code, out = sb.run("mkdir -p /logs/verifier && bash /tests/test.sh",

@@ -37,6 +37,7 @@ from .config import ModelConfig, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
 from .judge_accuracy import judge_accuracy
+from .oracle_judge import OracleHints, OracleJudge
 from .leaderboard import append_row
 from .policy_factory import model_path, serve_policy
 from .sweep_plot import write_sweep_plot
@@ -95,11 +96,12 @@ def _eval(pool, policy, tasks, system_prompt, seed, parallel, progress, desc, ou
     return summarize(trajs)
 
 
-def _judge_and_teach(steps, judge: ModelJudge | None, signal: SignalConfig, teacher, hints_cfg: HintConfig,
+def _judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_cfg: HintConfig,
                      tools_of, salt: int) -> dict:
-    """Fill in votes (PRM) and teacher logprobs (OPD) on the steps; return counts for the log."""
+    """Fill in votes (PRM) and teacher logprobs (OPD) on the steps; return counts for the log.
+    `judge.votes(steps)` and `hinter(judged_steps)` come from the model judge or the oracles."""
     info = {"judge_votes": 0, "hints_accepted": 0, "steps": len(steps)}
-    if judge is None or not steps:
+    if not steps:
         return info
     plain = [st.step for st in steps]
     if signal.use_prm:
@@ -107,7 +109,7 @@ def _judge_and_teach(steps, judge: ModelJudge | None, signal: SignalConfig, teac
             st.judgement = j
             info["judge_votes"] += sum(v is not None for v in j.votes)
     if signal.use_opd:
-        hints = judge.hints(plain, salt=salt)
+        hints = hinter(steps)
         pairs, hinted = [], []
         for st, hint in zip(steps, hints):
             if hint:
@@ -134,7 +136,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     init_path = Path(cfg.model.get("init_from") or model_path(model_cfg, cfg.paths.cache_dir))
     eval_sampling = SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens)
     roll_sampling = SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
-    needs_frozen = signal.use_prm or signal.use_opd or tc.kl_coef > 0
+    needs_frozen = ((signal.use_prm and judge_cfg.name != "oracle") or (signal.use_opd and hints_cfg.name != "oracle")
+                    or (signal.use_opd and tc.teacher == "frozen") or tc.kl_coef > 0)
     state_file, log_file = run_dir / "checkpoint", run_dir / "train_log.jsonl"
 
     with ExitStack() as stack:
@@ -157,7 +160,13 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
             judge_path = Path(judge_cfg.model) if judge_cfg.model else init_path
             frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=judge_path,
                                                       log_path=run_dir / "judge_server.log"))
-        judge = ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if (signal.use_prm or signal.use_opd) else None
+        model_judge = ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen is not None else None
+        judge = OracleJudge(judge_cfg.m) if judge_cfg.name == "oracle" else model_judge
+        if hints_cfg.name == "oracle":  # built only from each task's own reference solution
+            oracle = OracleHints({t.task_id: env.reference_actions(t) for t in train_tasks})
+            hinter = lambda sts: oracle.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
+        else:
+            hinter = lambda sts: model_judge.hints([st.step for st in sts])  # noqa: E731
         teacher = frozen if tc.teacher == "frozen" else policy
         if tc.teacher not in ("frozen", "policy"):
             raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
@@ -172,6 +181,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
             print(f"[train] resumed after iteration {state['iteration']}")
         else:
             policy.sampling = eval_sampling
+            (run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
             before = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
                            "eval before", run_dir / "eval_before.jsonl")
             state = {"iteration": -1, "success_before": before["success_rate"], "train_episodes": 0,
@@ -188,7 +198,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
                 batch, system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
                 progress=cfg.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
             steps = collect_steps(trajs)
-            info = _judge_and_teach(steps, judge, signal, teacher, hints_cfg, tools.get, salt=it)
+            info = _judge_and_teach(steps, judge, hinter, signal, teacher, hints_cfg, tools.get, salt=it)
             samples = build_samples(signal, steps, trajs)
             if tc.kl_coef > 0 and samples:
                 for s, (lps, _) in zip(samples, frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
@@ -229,6 +239,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     metrics = {
         "env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "signal": signal.name,
         "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.use_opd else "-",
+        "judge": judge_cfg.name if signal.use_prm else "-", "hints": hints_cfg.name if signal.use_opd else "-",
         "train_episodes": state["train_episodes"], "train_samples": state["train_samples"],
         "success_before": state["success_before"], "success_after": after["success_rate"],
         "delta": after["success_rate"] - state["success_before"],
@@ -248,7 +259,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
            **{k: ("" if metrics[k] is None else (round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]))
               for k in ("train_episodes", "train_samples", "success_before", "success_after", "delta",
                         "mean_step_score", "judge_votes", "hints_accepted", "judge_neg_precision",
-                        "judge_neg_recall", "teacher")}}
+                        "judge_neg_recall", "teacher", "judge", "hints")}}
     append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", row)
     _maybe_plot_sweep(run_dir)
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "

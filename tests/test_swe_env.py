@@ -213,6 +213,40 @@ def test_an_image_that_is_not_here_is_an_infra_failure(swe_config, sandbox_confi
         e.close()
 
 
+def test_a_swebench_task_repo_builds_with_the_legacy_builder(tmp_path, swe_config, sandbox_config, env):
+    """A task repo in swebench 5.x's layout whose Dockerfile uses a BuildKit heredoc."""
+    import json
+    import shutil
+
+    import yaml
+
+    task = BY_ID[TASK]
+    inst = task.data["instance"]
+    d = tmp_path / "tasks" / "nextstate__textkit-3r"
+    d.mkdir(parents=True)
+    (tmp_path / "sweb.yaml").write_text("datasets: [mine]\nsplits: [test]\n")
+    meta = {k: inst[k] for k in ("repo", "version", "base_commit", "log_parser", "eval_type")}
+    (d / "task.yaml").write_text(yaml.safe_dump(dict(
+        meta, instance_id=d.name, split="test", datasets=["mine"],
+        image=f"swebench/sweb.eval.x86_64.{d.name.replace('__', '_1776_')}:latest")))
+    (d / "tests.json").write_text(json.dumps({k: inst[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS")}))
+    for key, name in (("patch", "gold.patch"), ("test_patch", "test.patch"), ("eval_script", "eval.sh"),
+                      ("problem_statement", "problem_statement.md")):
+        (d / name).write_text(inst[key])
+    shutil.copyfile(task.data["build"]["bundle"], d / "repo.bundle")
+    (d / "Dockerfile").write_text(
+        "FROM nextstate/swe:latest\nCOPY repo.bundle /tmp/repo.bundle\nRUN <<EOF_5f3a\n#!/bin/bash\n"
+        "set -euxo pipefail\ngit clone -q /tmp/repo.bundle /testbed\ncd /testbed\ngit remote remove origin\n"
+        "EOF_5f3a\nWORKDIR /testbed\n")
+    e = SWEEnv(swe_config, sandbox_config, tasks=load_swe_suite(tmp_path), run_id="pytest-swe-taskrepo")
+    try:
+        (t,) = e.tasks
+        traj = run_episode(e, OracleAgent(), t, swe_config.system_prompt)
+        assert traj.success and not traj.infra_failure, traj.infra_reason or traj.info.get("test_output")
+    finally:
+        e.close()
+
+
 def test_max_steps_truncates_and_still_grades(env, swe_config):
     task = BY_ID[TASK]
     replies = env.reference_actions(task)[:-1]

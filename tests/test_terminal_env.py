@@ -67,9 +67,9 @@ def test_bad_actions_become_error_next_states(env):
     for junk in ["", "\x00\x01\x02\x03", "I would probably list\nthe files now\nif I could"]:
         obs, reward, terminated, truncated, info = env.step(junk)
         assert obs.startswith("[error]") and info["next_state"].kind == "error"
-        assert reward == 0.0 and not terminated and not truncated
+        assert reward == 0.0 and not terminated and not truncated and info["step_label"] == {"parsed": False}
     obs, *_ , info = env.step("```bash\necho hi; false\n```")
-    assert "[exit code 1]" in obs and "hi" in obs and info["step_label"] == {"exit_ok": False}
+    assert "[exit code 1]" in obs and "hi" in obs and info["step_label"] == {"parsed": True, "exit_ok": False}
 
 
 ROOT_TASK = next(t for t in SUITE if t.data.get("run_as") == "root")

@@ -88,9 +88,9 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
             params = [p for p in model.parameters() if p.requires_grad]
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
-            stats["loss"] += float(loss)
-            stats["pg_loss"] += float(pg_loss)
-            stats["kl"] += float(kl)
+            stats["loss"] += float(loss.detach())
+            stats["pg_loss"] += float(pg_loss.detach())
+            stats["kl"] += float(kl.detach())
             stats["clip_fraction"] += float(pg["clip_fraction"])
             stats["approx_kl"] += float(pg["approx_kl"])
             stats["grad_norm"] += float(grad_norm)

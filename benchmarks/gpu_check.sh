@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A short check for a GPU machine (no internet needed): the trainer's PPO step on a Qwen3-shaped model
+# (random weights from a Qwen3 config: no download) in bf16 with gradient checkpointing, reporting step
+# time and tokens/s. Usage: bash benchmarks/gpu_check.sh [hidden] [layers]   (default: Qwen3-0.6B shape)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+$PY - "$@" <<'PYEOF'
+import json, sys, time
+import torch
+from transformers import Qwen3Config, AutoModelForCausalLM
+sys.path.insert(0, ".")
+from harness.types import Sample
+from trainers.update import UpdateConfig, ppo_update
+
+hidden = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
+layers = int(sys.argv[2]) if len(sys.argv) > 2 else 28
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+if dev == "cpu":
+    print("WARNING: no GPU visible; running on the CPU (use a tiny shape, e.g. 64 2, as a smoke test)")
+sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+cfg = Qwen3Config(vocab_size=151936, hidden_size=hidden, intermediate_size=3 * hidden, num_hidden_layers=layers,
+                  num_attention_heads=max(1, hidden // 64), num_key_value_heads=max(1, hidden // 128), head_dim=128, tie_word_embeddings=True)
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).to(dev)
+model.gradient_checkpointing_enable()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+B, P, R = (8, 1024, 512) if dev == "cuda" else (2, 64, 32)
+g = torch.Generator().manual_seed(0)
+samples = [Sample(torch.randint(0, 150000, (P,), generator=g).tolist(), torch.randint(0, 150000, (R,), generator=g).tolist(),
+                  [-2.0] * R, [1.0 if i % 2 else -1.0] * R) for i in range(B)]
+upd = UpdateConfig(1e-6, 0.0, 1.0, 1, 4, 0.2, 0.28, 0.0, 1.0)
+ppo_update(model, opt, samples[:4], upd)  # warm-up
+sync()
+times = []
+for _ in range(3):
+    t = time.perf_counter(); stats = ppo_update(model, opt, samples, upd); sync()
+    times.append(time.perf_counter() - t)
+step = sorted(times)[1]
+params = sum(p.numel() for p in model.parameters())
+tok = B * (P + R)
+print(f"Qwen3-shaped model: {params / 1e9:.2f} B params, bf16, grad checkpointing; {B} samples x {P}+{R} tokens")
+print(f"PPO update: {step:.2f} s, {tok / step:.0f} tokens/s, peak mem {(torch.cuda.max_memory_allocated() if dev == 'cuda' else 0) / 2**30:.1f} GiB")
+print(json.dumps({"metric": "gpu_ppo_step_tokens_per_s", "value": round(tok / step), "target": None,
+                  "higher_is_better": True, "step_s": round(step, 3), "params_b": round(params / 1e9, 3)}))
+PYEOF
