@@ -101,13 +101,16 @@ class TransformersPolicy:
             state.update(load_file(str(f)))
         if not state:
             raise FileNotFoundError(f"no *.safetensors in {path}")
+        if self.model.config.tie_word_embeddings:  # a tied pair may be stored under either name
+            emb = self.model.get_input_embeddings().weight
+            tied = [n for n, p in self.model.named_parameters(remove_duplicate=False) if p is emb]
+            have = next((state[n] for n in tied if n in state), None)
+            if have is not None:
+                state.update({n: have for n in tied})
         missing, unexpected = self.model.load_state_dict(state, strict=False)
-        missing = [m for m in missing if not (m == "lm_head.weight" and self.model.config.tie_word_embeddings)]
         if missing or unexpected:
             raise ValueError(f"weights in {path} do not fit the model: missing={missing[:5]} "
                              f"unexpected={unexpected[:5]}")
-        if self.model.config.tie_word_embeddings:
-            self.model.tie_weights()
 
     # -- sampling ---------------------------------------------------------------------------------
     def _fit(self, ids: list[int]) -> list[int]:

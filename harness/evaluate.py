@@ -65,9 +65,17 @@ class EnvPool:
         env = getattr(self._local, "env", None)
         if env is None:
             env = self._local.env = self._make_env()
+            if getattr(self, "max_steps", None) is not None:
+                env.max_steps = self.max_steps
             with self._lock:
                 self._all.append(env)
         return env
+
+    def set_max_steps(self, n: int) -> None:
+        """Change the step limit of every env (curriculum); envs made later get it too."""
+        self.max_steps = n
+        for env in self._all:
+            env.max_steps = n
 
     def close(self) -> None:
         for env in self._all:

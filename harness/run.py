@@ -63,8 +63,12 @@ def main(cfg: DictConfig) -> dict:
         from .train import train_main
 
         return train_main(cfg, run_dir)
+    if cfg.mode.name == "sft":
+        from .sft_run import sft_main
+
+        return sft_main(cfg, run_dir)
     if cfg.mode.name != "eval":
-        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train)")
+        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | sft)")
     split = None if cfg.split == "all" else cfg.split
     make_env, env_cfg = env_maker(cfg, run_dir.name, split)
     pool = EnvPool(make_env)

@@ -36,6 +36,7 @@ from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import ModelConfig, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
+from .curriculum import filter_tasks, max_steps_at
 from .judge_accuracy import judge_accuracy
 from .oracle_judge import OracleHints, OracleJudge
 from .leaderboard import append_row
@@ -65,6 +66,9 @@ class TrainConfig:
     eps_high: float
     kl_coef: float
     gradient_checkpointing: str
+    max_steps_start: int | None = None
+    difficulties: list[str] | None = None
+    tags: list[str] | None = None
 
     def update_config(self) -> UpdateConfig:
         return UpdateConfig(self.lr, self.weight_decay, self.grad_clip, self.epochs, self.minibatch_size,
@@ -145,10 +149,10 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)
         env = pool.get().unwrapped
-        train_tasks = [t for t in env.tasks if t.split == "train"]
+        train_tasks = filter_tasks([t for t in env.tasks if t.split == "train"], tc.difficulties, tc.tags)
         test_tasks = [t for t in env.tasks if t.split == "test"][: tc.eval_limit or None]
         if not train_tasks or not test_tasks:
-            raise SystemExit(f"env {env_cfg.name} needs both train and test tasks to train")
+            raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
         if hasattr(env, "prepare"):
             env.prepare(train_tasks + test_tasks)
         tools = {t.task_id: env.tools_for(t) for t in env.tasks}
@@ -193,6 +197,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
             chosen = rng.sample(train_tasks, min(tc.tasks_per_iter, len(train_tasks)))
             batch = [t for t in chosen for _ in range(tc.group_size)]
             policy.sampling = roll_sampling
+            pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, env_cfg.max_steps))
             trajs = run_episodes(
                 pool, lambda i: ModelAgent(policy, roll_sampling, seed=hash((cfg.seed, it, i)) % 2**31),
                 batch, system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
@@ -217,6 +222,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
                                      if st.judgement and st.step.info.get("step_label")]
             log = {"iteration": it, "episodes": len(trajs), "samples": len(samples),
                    "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)), **info, **stats}
+            pool.set_max_steps(env_cfg.max_steps)  # evaluation always uses the env's own limit
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
                 policy.sampling = eval_sampling
                 mid = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel,

@@ -57,7 +57,7 @@ def test_ppo_update_changes_every_trained_parameter(cfg):
 
 def _train(tmp_path, *extra, name="run"):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    args = [sys.executable, "-m", "harness.run", "mode=train", "signal=prm", "judge=oracle", "seed=1",
+    args = [sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1",
             "split=all", "progress=false", "parallel=1", "mode.tasks_per_iter=2", "mode.group_size=2",
             "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
             f"hydra.run.dir={tmp_path / name}", *extra]
@@ -72,7 +72,7 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     straight = _train(tmp_path, "mode.iterations=2", name="straight")
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     row = rows[-1]
-    assert row["signal"] == "prm" and row["judge"] == "oracle" and int(row["train_episodes"]) == 8
+    assert row["signal"] == "opd" and row["hints"] == "oracle" and int(row["train_episodes"]) == 8
     assert int(row["train_samples"]) > 0 and row["success_before"] != "" and row["success_after"] != ""
     init = load_file(str(Path(cfg.paths.cache_dir) / "models" / "smollm2-135m-instruct" / "model.safetensors"))
     trained = load_file(str(straight / "weights" / "model.safetensors"))
@@ -83,3 +83,16 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     resumed = load_file(str(half / "weights" / "model.safetensors"))
     worst = max(float((resumed[k] - trained[k]).abs().max()) for k in trained)
     assert worst < 1e-6, f"resumed run diverged from the straight one by {worst}"
+
+
+def test_curriculum_knobs():
+    from harness.curriculum import filter_tasks, max_steps_at
+    from harness.types import Task
+
+    assert [max_steps_at(i, 5, 2, 10) for i in range(5)] == [2, 4, 6, 8, 10]
+    assert max_steps_at(3, 5, None, 7) == 7 and max_steps_at(0, 1, 2, 7) == 7
+    tasks = [Task("a", "e", "", difficulty="easy", tags=("git",)), Task("b", "e", "", difficulty="hard", tags=("git",)),
+             Task("c", "e", "", difficulty="easy", tags=("sql",))]
+    assert [t.task_id for t in filter_tasks(tasks, ["easy"], None)] == ["a", "c"]
+    assert [t.task_id for t in filter_tasks(tasks, None, ["git"])] == ["a", "b"]
+    assert [t.task_id for t in filter_tasks(tasks, ["easy"], ["git"])] == ["a"]

@@ -1,0 +1,76 @@
+"""Behaviour cloning on oracle trajectories: the warm start the paper also uses for its tool-call
+runs. Only the agent's tokens are trained (the prompt is masked out), and the response ends with the
+template's end-of-turn token so the model learns to stop."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.types import Sample, Trajectory
+
+
+@dataclass
+class SFTConfig:
+    name: str
+    epochs: int
+    lr: float
+    batch_size: int
+    grad_clip: float
+    eval_limit: int | None
+
+
+def sft_samples(trajs: list[Trajectory], tokenizer, tools_of, render) -> list[Sample]:
+    """One sample per oracle step: the exact prompt the policy would see and the reference reply."""
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    end_ids = [end] if isinstance(end, int) and end >= 0 else [tokenizer.eos_token_id]
+    out = []
+    for t in trajs:
+        for s in t.steps:
+            prompt = render(tokenizer, s.prompt_messages, tools_of(t.task_id))
+            resp = tokenizer.encode(s.action_text, add_special_tokens=False) + end_ids
+            out.append(Sample(prompt, resp, [0.0] * len(resp), [1.0] * len(resp), t.task_id, s.index))
+    return out
+
+
+def sft_loss(model, batch: list[Sample]) -> torch.Tensor:
+    """Mean negative log-likelihood of the response tokens (token-mean within a sample, then mean
+    over samples, as the RL losses aggregate)."""
+    from .losses import masked_sample_mean
+    from .update import sequence_logprobs
+
+    lp, mask = sequence_logprobs(model, batch, 1.0)
+    return -masked_sample_mean(lp, mask)
+
+
+def sft_train(model, samples: list[Sample], cfg: SFTConfig, seed: int, log=None) -> list[float]:
+    """Epochs of shuffled minibatches; returns the mean loss of each epoch."""
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
+    g = torch.Generator().manual_seed(seed)
+    model.train()
+    losses = []
+    for epoch in range(cfg.epochs):
+        order = torch.randperm(len(samples), generator=g).tolist()
+        total, n = 0.0, 0
+        for i in range(0, len(order), cfg.batch_size):
+            batch = [samples[j] for j in order[i: i + cfg.batch_size]]
+            loss = sft_loss(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            total, n = total + float(loss.detach()) * len(batch), n + len(batch)
+        losses.append(total / max(1, n))
+        if log:
+            log(epoch, losses[-1])
+    return losses
+
+
+@torch.no_grad()
+def mean_nll(model, samples: list[Sample], batch_size: int = 8) -> float:
+    model.eval()
+    total = 0.0
+    for i in range(0, len(samples), batch_size):
+        batch = samples[i: i + batch_size]
+        total += float(sft_loss(model, batch)) * len(batch)
+    return total / max(1, len(samples))
