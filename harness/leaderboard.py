@@ -29,7 +29,8 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def read_rows(path: Path | str) -> tuple[list[str], list[dict[str, str]]]:
+def read_numbered_rows(path: Path | str) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and every row with the file line it ends on (for errors that name the line)."""
     path = Path(path)
     if not path.exists():
         return list(COLUMNS), []
@@ -44,8 +45,13 @@ def read_rows(path: Path | str) -> tuple[list[str], list[dict[str, str]]]:
         if None in row or any(v is None for v in row.values()):
             raise LeaderboardError(f"{path}: line {reader.line_num}: expected {len(header)} fields "
                                    "(truncated or malformed row); the file was left untouched")
-        rows.append(row)
+        rows.append((reader.line_num, row))
     return header, rows
+
+
+def read_rows(path: Path | str) -> tuple[list[str], list[dict[str, str]]]:
+    header, numbered = read_numbered_rows(path)
+    return header, [row for _, row in numbered]
 
 
 def append_row(path: Path | str, row: dict) -> None:
@@ -59,3 +65,38 @@ def append_row(path: Path | str, row: dict) -> None:
         writer.writeheader()
         writer.writerows(rows)
         write_text_atomic(path, buf.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.leaderboard`: the aggregated report (harness/report_html.py) of a leaderboard."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.leaderboard",
+        description="Aggregate a leaderboard over seeds: mean and 95%% CI, paired deltas against the "
+                    "outcome-reward baseline, per-env CSVs and a static HTML report with learning curves.")
+    parser.add_argument("leaderboard", nargs="?", help="the CSV (default: <paths.results_dir>/leaderboard.csv)")
+    parser.add_argument("--out", help="report folder (default: <paths.results_dir>/report)")
+    args = parser.parse_args(argv)
+    if args.leaderboard is None or args.out is None:
+        from .config import compose
+
+        results = Path(compose().paths.results_dir)
+        args.leaderboard = args.leaderboard or results / "leaderboard.csv"
+        args.out = args.out or results / "report"
+    # Run as `-m`, this file is __main__: catch the error class the report modules import.
+    from .leaderboard import LeaderboardError
+    from .report_html import print_tables, write_report
+
+    try:
+        report = write_report(Path(args.leaderboard), Path(args.out))
+    except LeaderboardError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print_tables(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

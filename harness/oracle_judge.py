@@ -35,10 +35,17 @@ def oracle_hint(reference_actions: list[str], step_index: int) -> str | None:
 
 
 class OracleHints:
-    """Built only from the current task's reference (`references[task_id]`)."""
+    """Built only from the current task's reference, fetched when a step of that task first needs it
+    (some envs compute a reference by solving a private copy of the episode)."""
 
-    def __init__(self, references: dict[str, list[str]]):
-        self.references = references
+    def __init__(self, reference_of):
+        self._reference_of = reference_of
+        self._cache: dict[str, list[str]] = {}
 
     def hints_for(self, task_ids: list[str], steps: list[Step]) -> list[str | None]:
-        return [oracle_hint(self.references.get(t, []), s.index) for t, s in zip(task_ids, steps)]
+        out = []
+        for t, s in zip(task_ids, steps):
+            if t not in self._cache:
+                self._cache[t] = list(self._reference_of(t))
+            out.append(oracle_hint(self._cache[t], s.index))
+        return out

@@ -37,6 +37,7 @@ from .config import ModelConfig, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
 from .curriculum import filter_tasks, max_steps_at
+from .eval_cache import EvalCache
 from .judge_accuracy import judge_accuracy
 from .oracle_judge import OracleHints, OracleJudge
 from .leaderboard import append_row
@@ -167,7 +168,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         model_judge = ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen is not None else None
         judge = OracleJudge(judge_cfg.m) if judge_cfg.name == "oracle" else model_judge
         if hints_cfg.name == "oracle":  # built only from each task's own reference solution
-            oracle = OracleHints({t.task_id: env.reference_actions(t) for t in train_tasks})
+            by_id = {t.task_id: t for t in train_tasks}
+            oracle = OracleHints(lambda tid: env.reference_actions(by_id[tid]))
             hinter = lambda sts: oracle.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
         else:
             hinter = lambda sts: model_judge.hints([st.step for st in sts])  # noqa: E731
@@ -186,8 +188,12 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         else:
             policy.sampling = eval_sampling
             (run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
-            before = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
-                           "eval before", run_dir / "eval_before.jsonl")
+            cache = EvalCache(Path(cfg.paths.cache_dir) / "evals", init_path, env_cfg, test_tasks, eval_sampling, cfg.seed)
+            before = cache.get()
+            if before is None:  # greedy decoding of the same weights on the same tasks: computed once per sweep
+                before = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
+                               "eval before", run_dir / "eval_before.jsonl")
+                cache.put(before)
             state = {"iteration": -1, "success_before": before["success_rate"], "train_episodes": 0,
                      "train_samples": 0, "tokens": 0, "judge_votes": 0, "hints_accepted": 0,
                      "step_scores": [], "judge_pairs": [], "curve": [[0, before["success_rate"]]]}

@@ -17,6 +17,7 @@ from envs.gui_a11y import parse_tree
 from envs.gui_apps import load_app_tasks
 from envs.gui_miniwob import html_dir, load_miniwob_tasks
 from envs.gui_solvers import MINIWOB_SOLVERS
+from envs.limits import EpisodeLimits
 from harness.config import REPO_ROOT, compose, typed
 from harness.leaderboard import read_rows
 from harness.rollout import run_episode
@@ -118,6 +119,30 @@ def test_wrong_actions_earn_no_success(env):
     reward, info, _ = _solve(env, task.task_id, 0, solver=lambda g, lines, h: None if h else
                              f'type({next(ln.ref for ln in lines if ln.role == "textbox")}, "Buy bread")')
     assert reward == 0.0 and not info["success"] and info["check_failed"]
+
+
+def test_limits_truncate_and_still_grade(env, gui_config):
+    task = next(t for t in APPS if t.task_id == "todo/add-and-complete")
+    env.reset(seed=0, options={"task_id": task.task_id})
+    replies = env.reference_actions(task)[:-1]  # the solution without its done()
+    limited = EpisodeLimits(env, max_steps=len(replies))
+    traj = run_episode(limited, _Replies(replies), task, gui_config.system_prompt, seed=0)
+    assert traj.truncated and not traj.terminated and len(traj.steps) == len(replies)
+    assert traj.success and traj.outcome == 1.0  # the app is graded when the limit cuts in
+
+
+class _Replies:
+    name = "scripted"
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+
+    def begin(self, task, reference_actions):
+        pass
+
+    def act(self, messages, tools=None):
+        from harness.types import Generation
+        return Generation(text=self.replies.pop(0), token_ids=[], logprobs=[])
 
 
 def test_partial_credit_is_not_success(env):

@@ -28,7 +28,9 @@ def test_oracle_votes_equal_step_labels():
 def test_oracle_hints_come_only_from_the_current_task():
     refs = {"t1": ["```bash\nls\n```", "DONE"], "t2": ["```bash\nrm x\n```"]}
     steps = [Step(i, [], "a", NextState(kind="terminal", text="")) for i in (0, 1, 2)]
-    hints = OracleHints(refs).hints_for(["t1", "t1", "t1"], steps)
+    asked = []
+    hints = OracleHints(lambda t: asked.append(t) or refs[t]).hints_for(["t1", "t1", "t1"], steps)
+    assert asked == ["t1"]  # fetched once, and only for the task at hand
     assert "ls" in hints[0] and "DONE" in hints[1] and hints[2] is None
     assert all("rm x" not in (h or "") for h in hints)
     assert oracle_hint([], 0) is None

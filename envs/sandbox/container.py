@@ -51,8 +51,9 @@ class Sandbox:
     """A running container with a persistent shell. Use as a context manager."""
 
     def __init__(self, image: str, config: SandboxConfig = SandboxConfig(), *, run_id: str,
-                 client: docker.DockerClient | None = None, user: str | None = None):
+                 client: docker.DockerClient | None = None, user: str | None = None, shell: bool = True):
         self.image = image
+        self._want_shell = shell  # False: a harness-only container (e.g. grading), no agent shell
         self.config = config
         self.run_id = run_id
         self.user = user if user is not None else config.user
@@ -81,8 +82,9 @@ class Sandbox:
                 nano_cpus=int(c.cpus * 1e9), pids_limit=c.pids_limit, labels=run_labels(self.run_id),
                 working_dir=c.workdir, stop_signal="SIGKILL",
             )
-            self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,
-                                          workdir=c.workdir, output_cap=c.output_cap_bytes)
+            if self._want_shell:
+                self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,
+                                              workdir=c.workdir, output_cap=c.output_cap_bytes)
         except _DOCKER_ERRORS as e:
             self.close()
             raise SandboxError(f"could not start a container from {self.image}: {e}") from e
@@ -96,6 +98,16 @@ class Sandbox:
             return self._shell.run(command, timeout=timeout or self.config.command_timeout_s)
         except (*_DOCKER_ERRORS, SandboxError) as e:
             raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+
+    def stop_agent_shell(self) -> None:
+        """Kill the agent's shell and everything it started (a root agent's leftovers could
+        otherwise rewrite the tests while they run)."""
+        if self._shell is not None:
+            try:
+                self._shell.kill_all()
+            except _DOCKER_ERRORS as e:
+                raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+            self._shell = None
 
     # -- the harness's one-off commands (grading, setup) ------------------------------------------
     def run(self, command: str, *, user: str = "root", workdir: str | None = None,
@@ -114,7 +126,7 @@ class Sandbox:
         src = Path(src)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(src, arcname=src.name)
+            tar.add(src, arcname=src.name, filter=_owned_by_root)
         self._put(buf.getvalue(), dest)
 
     def upload_bytes(self, data: bytes, dest_file: str, mode: int = 0o644) -> None:
@@ -125,6 +137,20 @@ class Sandbox:
             info.size, info.mode, info.mtime = len(data), mode, int(time.time())
             tar.addfile(info, io.BytesIO(data))
         self._put(buf.getvalue(), str(p.parent))
+
+    def upload_files(self, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """Several files at absolute paths in one archive: one API call and no exec (Docker
+        creates missing parent directories)."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in files.items():
+                info = _owned_by_root(tarfile.TarInfo(str(PurePosixPath(path)).lstrip("/")))
+                info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+        try:
+            self._container.put_archive("/", buf.getvalue())
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"upload of {sorted(files)} failed: {e}") from e
 
     def download(self, path: str) -> bytes:
         """The content of one file inside the container."""
@@ -180,6 +206,14 @@ class Sandbox:
         except Exception as e2:  # the daemon itself may be gone
             return f"{err}; and the daemon did not answer: {e2}"
         return str(err)
+
+
+def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Uploaded files belong to root in the container, whoever runs the harness: a non-root agent
+    can then read but never rewrite what the harness puts there (e.g. the tests)."""
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
 
 
 _REMOVERS: set[threading.Thread] = set()

@@ -154,6 +154,12 @@ class PersistentShell:
         )
         self._api.exec_start(self._api.exec_create(self._cid, ["sh", "-c", script], user="root")["Id"])
 
+    def kill_all(self) -> None:
+        """The shell, its descendants, and then the socket."""
+        self._kill_descendants()
+        self._kill_shell()
+        self.close()
+
     def _kill_shell(self) -> None:
         self._api.exec_start(
             self._api.exec_create(self._cid, ["kill", "-9", str(self.pid)], user="root")["Id"])

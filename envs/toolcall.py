@@ -1,0 +1,213 @@
+"""`nextstate/ToolCall-v0`: an agent calls tools; every tool result (or error) is its next state.
+
+Action: the agent's reply, with calls as `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
+(several = parallel calls); a reply without a call is a message or the final answer and ends the
+episode (in BFCL multi-turn entries, the user's turn). Observation: the request, then the tool results
+in `<tool_response>` blocks, `[error] ...` for a reply that could not be carried out, or the user's
+next request. Tools reach the policy through `tools_for(task)` (the chat template's `tools=`).
+
+Suites (`env.suite=`, joined with `+` to mix): `bundled` (original stateful tasks, envs/tasks/toolcall),
+`bfcl_<category>` (e.g. bfcl_simple_python, bfcl_multi_turn_base), `bfcl_all`. The outcome (1/0) is
+the last step's reward; `info["step_label"]` carries what can be checked per step: `well_formed` (the
+reply parsed and fits the tool schemas), `executed_ok` (no tool returned an error; not for BFCL
+single-turn, where nothing runs), `matches_reference` (every call is in the ground truth of that turn;
+for BFCL single-turn, the checker's verdict).
+
+A malformed reply, an unknown tool, unknown/missing arguments or wrong argument types become an error
+next state (kind "error") and the episode goes on, except in BFCL single-turn entries, where the
+first reply is the graded answer (and in BFCL multi-turn, where argument types are left to
+bfcl-eval's API classes, as its own ground truth needs). Docker trouble (python tool) ends the
+episode as an infra failure, never a zero.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import gymnasium as gym
+
+from harness.config import REPO_ROOT, EnvConfig, compose, typed
+from harness.types import NextState, Task
+
+from .sandbox import Sandbox, SandboxConfig, docker_client
+from .sandbox.images import ensure_shared_image
+from .spaces import FreeText
+from .toolcall_episode import Episode, InfraFailure
+
+# task.data["kind"] -> the module that runs it (imported on first use: BFCL stays out of bundled runs);
+# each offers start_episode(task, env), reference_actions(task) and tools_for(task)
+_KINDS = {"bundled": "envs.toolcall_bundled", "bfcl_single": "envs.toolcall_bfcl_single",
+          "bfcl_multi": "envs.toolcall_bfcl_multi"}
+
+
+@dataclass
+class ToolCallEnvConfig(EnvConfig):
+    suite: str
+    tasks_dir: str
+    shared_image: str
+    base_image: str
+    user: str
+    python_timeout_s: float
+    obs_max_chars: int
+    bfcl_checker_model: str
+    bfcl_test_fraction: float
+    bfcl_max_steps_per_turn: int
+
+
+def load_tasks(config: ToolCallEnvConfig, split: str | None) -> list[Task]:
+    from .toolcall_bfcl import MULTI_TURN, SINGLE_TURN, load_bfcl
+    from .toolcall_bundled import load_bundled
+
+    tasks: list[Task] = []
+    for part in config.suite.split("+"):
+        if part == "bundled":
+            root = Path(config.tasks_dir)
+            tasks += load_bundled(root if root.is_absolute() else REPO_ROOT / root, split)
+        elif part == "bfcl_all":
+            for category in SINGLE_TURN + MULTI_TURN:
+                tasks += load_bfcl(category, split, config.bfcl_test_fraction)
+        elif part.startswith("bfcl_"):
+            tasks += load_bfcl(part[len("bfcl_"):], split, config.bfcl_test_fraction)
+        else:
+            raise ValueError(f"unknown tool-call suite {part!r}: use bundled, bfcl_<category> or bfcl_all")
+    return tasks
+
+
+def _module(task: Task):
+    return importlib.import_module(_KINDS[task.data["kind"]])
+
+
+class ToolCallEnv(gym.Env[str, str]):
+    metadata = {"render_modes": []}
+
+    def __init__(self, config: ToolCallEnvConfig | None = None, sandbox: SandboxConfig | None = None,
+                 *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
+        if config is None or sandbox is None:
+            cfg = compose(["env=toolcall"])
+            config = config or typed(cfg.env, ToolCallEnvConfig)
+            sandbox = sandbox or typed(cfg.sandbox, SandboxConfig)
+        self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
+        self.tasks = tasks if tasks is not None else load_tasks(config, split)
+        if not self.tasks:
+            raise ValueError(f"no tool-call tasks in suite {config.suite!r} (split={split})")
+        self._by_id = {t.task_id: t for t in self.tasks}
+        self.observation_space = FreeText()
+        self.action_space = FreeText()
+        self._client = None
+        self._python = None
+        self._factories: dict[str, Callable[[Task, "ToolCallEnv"], Episode]] = {}
+        self._episode: Episode | None = None
+        self.task: Task | None = None
+        self._graded = False
+
+    # -- what runs an episode ---------------------------------------------------------------------
+    def python_runner(self):
+        """The python tool's sandbox, shared by every episode of this env (started on first call)."""
+        if self._python is None:
+            from .toolcall_tools.python import PythonRunner
+
+            self._python = PythonRunner(self._start_sandbox, self.config.python_timeout_s,
+                                        self.config.obs_max_chars)
+        return self._python
+
+    def _start_sandbox(self) -> Sandbox:
+        if self._client is None:
+            self._client = docker_client()
+        image = ensure_shared_image(self._client, self.config.shared_image, self.config.base_image)
+        sb = Sandbox(image, self.sandbox_config, run_id=self.run_id, client=self._client, user=self.config.user)
+        sb.start()
+        return sb
+
+    def _new_episode(self, task: Task) -> Episode:
+        kind = task.data["kind"]
+        if kind not in self._factories:  # resolved once: an import statement per reset costs ~50 us
+            module = importlib.import_module(_KINDS[kind])
+            self._factories[kind] = module.start_episode
+        return self._factories[kind](task, self)
+
+    def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
+        """Pay one-off costs before the clock starts: the python sandbox's image (built or found by
+        content hash) and bfcl-eval's slow checker import."""
+        tasks = tasks or self.tasks
+        if any(t.data["kind"] == "bundled" and "python" in t.data["toolsets"] for t in tasks):
+            if self._client is None:
+                self._client = docker_client()
+            ensure_shared_image(self._client, self.config.shared_image, self.config.base_image)
+        if any(t.data["kind"] == "bfcl_single" for t in tasks):
+            from .toolcall_bfcl import ast_checker
+
+            ast_checker()
+        if progress is not None:
+            for t in tasks:
+                progress(t)
+
+    # -- gymnasium API ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._close_episode()
+        options = options or {}
+        if "task_id" in options:
+            if options["task_id"] not in self._by_id:
+                raise KeyError(f"unknown tool-call task {options['task_id']!r}")
+            self.task = self._by_id[options["task_id"]]
+        else:
+            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        t0 = time.monotonic()
+        self._episode = self._new_episode(self.task)
+        self._graded = False
+        info = {"task_id": self.task.task_id, "suite": self.config.suite, "setup_s": time.monotonic() - t0}
+        return self._episode.first_observation(), info
+
+    def step(self, action: str):
+        if self._episode is None:
+            raise RuntimeError("call reset() before step()")
+        try:
+            turn = self._episode.act(action)
+        except InfraFailure as e:
+            return self._infra_failure(str(e))
+        info: dict = {"next_state": turn.next_state}
+        if turn.step_label is not None:
+            info["step_label"] = turn.step_label
+        if not turn.done:
+            return turn.obs, 0.0, False, False, info
+        outcome, final = self.finalize()
+        info.update(final)
+        return turn.obs, outcome, True, False, info
+
+    def finalize(self) -> tuple[float, dict]:
+        """Grade the episode once, with the suite's own checker."""
+        if self._graded or self._episode is None:
+            return 0.0, {}
+        self._graded = True
+        # Grading takes microseconds to a millisecond, so no verify_s: a timing in the last step's info
+        # would also break check_env's "same seed and action, same info".
+        outcome, info = self._episode.grade()
+        return outcome, {**info, "outcome": outcome, "success": outcome >= 1.0}
+
+    def reference_actions(self, task: Task) -> list[str]:
+        return _module(task).reference_actions(task)
+
+    def tools_for(self, task: Task) -> list[dict]:
+        return _module(task).tools_for(task)
+
+    def close(self):
+        self._close_episode()
+        if self._python is not None:
+            self._python.close()
+            self._python = None
+        super().close()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _close_episode(self) -> None:
+        if self._episode is not None:
+            self._episode.close()
+            self._episode = None
+
+    def _infra_failure(self, reason: str):
+        self._graded = True
+        ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
+        return f"[error] {ns.text}", 0.0, True, False, {"next_state": ns, "infra_failure": True,
+                                                        "infra_reason": reason}
