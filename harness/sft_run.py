@@ -24,14 +24,14 @@ from .leaderboard import append_row
 from .policy_factory import model_path, serve_policy
 
 
-class TestSplitLeak(RuntimeError):
+class SplitLeakError(RuntimeError):
     pass
 
 
 def oracle_trajectories(pool, tasks, system_prompt, seed, parallel, progress):
     leaked = [t.task_id for t in tasks if t.split != "train"]
     if leaked:  # behaviour cloning must never see what it is evaluated on
-        raise TestSplitLeak(f"SFT was given non-train tasks: {leaked}")
+        raise SplitLeakError(f"SFT was given non-train tasks: {leaked}")
     trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=system_prompt, seed=seed,
                          parallel=parallel, progress=progress, desc="oracle demos")
     return [t for t in trajs if t.success and not t.infra_failure]

@@ -5,7 +5,7 @@ import pytest
 
 from agents.chat import render_prompt_ids
 from envs.task_formats import load_suite
-from harness.sft_run import TestSplitLeak, oracle_trajectories
+from harness.sft_run import SplitLeakError, oracle_trajectories
 from harness.types import NextState, Step, Trajectory
 from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
 
@@ -13,7 +13,7 @@ SUITE = load_suite(Path(__file__).parents[1] / "envs" / "tasks" / "terminal")
 
 
 def test_sft_refuses_test_tasks():
-    with pytest.raises(TestSplitLeak, match="non-train"):
+    with pytest.raises(SplitLeakError, match="non-train"):
         oracle_trajectories(pool=None, tasks=[t for t in SUITE if t.split == "test"][:1], system_prompt="",
                             seed=0, parallel=1, progress=False)
 

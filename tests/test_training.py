@@ -70,6 +70,7 @@ def _train(tmp_path, *extra, name="run"):
 
 @pytest.mark.model
 @pytest.mark.docker
+@pytest.mark.timeout(1800)  # three short training runs; minutes on a busy 2-core machine
 def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_path, cfg):
     straight = _train(tmp_path, "mode.iterations=2", name="straight")
     _, rows = read_rows(tmp_path / "leaderboard.csv")
@@ -78,7 +79,7 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     assert int(row["train_samples"]) > 0 and row["success_before"] != "" and row["success_after"] != ""
     init = load_file(str(Path(cfg.paths.cache_dir) / "models" / "smollm2-135m-instruct" / "model.safetensors"))
     trained = load_file(str(straight / "weights" / "model.safetensors"))
-    assert any(not torch.equal(trained[k], init[k]) for k in trained)  # the served weights moved
+    assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)  # the served weights moved
 
     half = _train(tmp_path, "mode.iterations=1", name="resumed")
     _train(tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
