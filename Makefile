@@ -8,7 +8,7 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
 APT_PACKAGES := docker.io debootstrap git ca-certificates chromium
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo demo-terminal test test-slow bench system docker images model clean-containers
+.PHONY: setup demo demo-terminal test test-slow bench system docker images model clean-containers regress report
 
 setup: system $(DEPS_STAMP) docker images model
 
@@ -57,6 +57,12 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -m slow
+
+regress: setup  # the CI regression benchmark against results/baselines/ (conf/regress/default.yaml)
+	$(PY) -m harness.regress
+
+report: $(DEPS_STAMP)  # results/leaderboard.csv -> results/report/ (CSVs, learning curves, index.html)
+	$(PY) -m harness.leaderboard
 
 bench: setup
 	@dpkg -s $(BENCH_APT_PACKAGES) >/dev/null 2>&1 || (DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \

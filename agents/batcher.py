@@ -20,7 +20,7 @@ class _Request:
 
 
 class GenerationBatcher:
-    def __init__(self, policy: TransformersPolicy, max_batch: int = 16, wait_s: float = 0.005):
+    def __init__(self, policy: TransformersPolicy, max_batch: int = 16, wait_s: float = 0.02):
         self.policy = policy
         self.max_batch = max_batch
         self.wait_s = wait_s

@@ -84,6 +84,10 @@ def main(instance_id: str, rounds: int) -> None:
         agree = (mine.resolved == r["resolved"] and mine.tests_status == r["tests_status"]
                  and mine.resolved == (kind == "gold"))
         same &= agree
+        if not agree:  # keep both sides' evidence
+            (workdir / f"disagreement-{i}.json").write_text(json.dumps(
+                {"ours": mine.to_dict(), "swebench": r, "kind": kind}, indent=1))
+            print(f"  evidence: {workdir / f'disagreement-{i}.json'}")
         print(f"round {i} ({kind:5s}): ours {ours[-1]:6.2f} s  swebench {theirs[-1]:6.2f} s "
               f"(its container stop {stops[-1]:5.2f} s)  resolved {mine.resolved}/{r['resolved']}  "
               f"{'same verdict and tests' if agree else 'DIFFERENT'}")
@@ -93,10 +97,13 @@ def main(instance_id: str, rounds: int) -> None:
     stop = statistics.median(stops)
     print(f"median: ours {o:.2f} s, swebench harness {s:.2f} s -> {speedup:.1f}x faster (target >= 8x); "
           f"verdicts identical: {same}")
+    print(f"best of {rounds}: ours {min(ours):.2f} s, swebench {min(theirs):.2f} s -> "
+          f"{min(theirs) / min(ours):.1f}x (the machine is shared: the median is the headline)")
     print(f"swebench without its container stop: {s - stop:.2f} s -> {(s - stop) / o:.1f}x")
     print(json.dumps({"metric": "swe_grading_speedup_vs_swebench_harness", "value": round(speedup, 2),
                       "target": 8.0, "higher_is_better": True, "ours_s": round(o, 3), "swebench_s": round(s, 3),
-                      "swebench_stop_s": round(stop, 3), "verdicts_identical": same, "instance": instance_id,
+                      "swebench_stop_s": round(stop, 3), "best_of_n_speedup": round(min(theirs) / min(ours), 2),
+                      "verdicts_identical": same, "instance": instance_id,
                       "rounds": rounds}))
 
 

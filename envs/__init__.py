@@ -25,6 +25,9 @@ class EnvSpec:
 
 ENVS: dict[str, EnvSpec] = {
     "terminal": EnvSpec("nextstate/Terminal-v0", "envs.terminal:TerminalEnv", "envs.terminal:TerminalEnvConfig"),
+    "gui": EnvSpec("nextstate/GUI-v0", "envs.gui:GUIEnv", "envs.gui:GUIEnvConfig"),
+    "toolcall": EnvSpec("nextstate/ToolCall-v0", "envs.toolcall:ToolCallEnv", "envs.toolcall:ToolCallEnvConfig"),
+    "swe": EnvSpec("nextstate/SWE-v0", "envs.swe:SWEEnv", "envs.swe:SWEEnvConfig"),
 }
 
 for _spec in ENVS.values():

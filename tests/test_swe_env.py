@@ -198,6 +198,55 @@ def test_dead_container_is_an_infra_failure_not_a_zero(env, docker):
     assert not info.get("infra_failure") and "[exit code 0]" in env.step(render_shell("true"))[0]
 
 
+def test_container_dying_before_submit_is_infra_but_breaking_git_is_the_agents_doing(env, docker):
+    env.reset(options={"task_id": TASK})
+    docker.containers.get(env._sandbox.container_id).kill()
+    _, reward, terminated, _, info = env.step("SUBMIT")
+    assert info["infra_failure"] and terminated and reward == 0.0
+    env.reset(options={"task_id": TASK})
+    obs, reward, terminated, _, info = env.step(render_shell("rm -rf .git") + "\nSUBMIT")
+    assert terminated and reward == 0.0 and not info.get("infra_failure")
+    assert "could not take the diff" in obs and not info["patch_exists"]
+
+
+def _patch_prepending(line: str) -> str:
+    """A patch that puts `line` at the top of textkit/case.py (the TASK's source file)."""
+    return ("diff --git a/textkit/case.py b/textkit/case.py\n--- a/textkit/case.py\n+++ b/textkit/case.py\n"
+            f"@@ -1,2 +1,3 @@\n+{line}\n \"\"\"Identifier case conversions.\"\"\"\n import re\n")
+
+
+def test_a_grading_container_that_dies_is_an_infra_failure(env, docker):
+    import threading
+    import time
+
+    task = BY_ID[TASK]
+    run_id = "pytest-swe-killed"
+
+    def kill_when_up():
+        for _ in range(300):
+            for c in docker.containers.list(filters={"label": f"nextstate.run={run_id}"}):
+                time.sleep(1.0)  # the tests are running (the patch makes them sleep)
+                c.kill()
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_up)
+    killer.start()
+    res = grade_patch(env.image_for(task), task.data["instance"],
+                      _patch_prepending("import time; time.sleep(8)"), sandbox=env.sandbox_config,
+                      run_id=run_id, client=docker)
+    killer.join()
+    assert res.infra_failure and not res.resolved, res.test_output[-500:]
+
+
+def test_a_patch_that_cuts_its_own_tests_short_is_graded_not_infra(env, docker):
+    task = BY_ID[TASK]
+    res = grade_patch(env.image_for(task), task.data["instance"],
+                      _patch_prepending("import os, signal; os.kill(os.getppid(), signal.SIGKILL)"),
+                      sandbox=env.sandbox_config, run_id="pytest-swe", client=docker)
+    assert not res.infra_failure and not res.resolved and res.retried
+
+
 def test_an_image_that_is_not_here_is_an_infra_failure(swe_config, sandbox_config, docker):
     t = BY_ID[TASK]
     ghost = Task(task_id="nextstate__ghost-1", env="swe", instruction="x", data={

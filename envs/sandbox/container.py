@@ -117,9 +117,18 @@ class Sandbox:
         try:
             res = self._container.exec_run(wrapped, user=user, workdir=workdir or self.config.workdir,
                                            environment=environment, demux=False)
+            if res.exit_code == 126 and not self._running():  # Docker's answer from a dying container
+                raise SandboxError(f"container {self._short_id} died: {self._diagnose(RuntimeError('exec 126'))}")
         except _DOCKER_ERRORS as e:
             raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
         return res.exit_code, (res.output or b"").decode("utf-8", errors="replace")
+
+    def _running(self) -> bool:
+        try:
+            self._container.reload()
+            return bool(self._container.attrs.get("State", {}).get("Running"))
+        except _DOCKER_ERRORS:
+            return False
 
     def upload(self, src: Path | str, dest: str) -> None:
         """Copy a local file or directory to `dest` (a directory path inside the container)."""
