@@ -1,0 +1,2 @@
+#!/bin/bash
+cp /app/config.ini /app/config.ini.bak

@@ -1,0 +1,2 @@
+#!/bin/bash
+cd /app && tar --exclude='*.log' -czf /app/backup.tar.gz site

@@ -1,0 +1,2 @@
+#!/bin/bash
+find /app/work -type f -name '*.tmp' -delete

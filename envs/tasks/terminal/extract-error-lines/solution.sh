@@ -1,0 +1,2 @@
+#!/bin/bash
+grep -F '[ERROR]' /app/logs/app.log > /app/errors.log

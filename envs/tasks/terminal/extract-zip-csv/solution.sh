@@ -1,0 +1,3 @@
+#!/bin/bash
+mkdir -p /app/csv
+unzip -j -o /app/bundle.zip '*.csv' -d /app/csv

@@ -1,0 +1,28 @@
+"""Print statistics for a file of numbers.
+
+Usage: python3 stats.py FILE
+
+FILE has one number per line (integers or decimals, possibly negative);
+blank lines are ignored. Prints one line:
+count=<n> min=<smallest> max=<largest> mean=<mean with 2 decimals>
+where min and max are printed as they appear in the file.
+"""
+import sys
+
+
+def main(path):
+    values = []
+    raw = {}
+    for line in open(path).read().split("\n"):
+        values.append(float(line))
+        raw[float(line)] = line
+    total = 0
+    for i in range(len(values) - 1):
+        total += values[i]
+    mean = total / len(values)
+    lo = min(values)
+    hi = min(values)
+    print(f"count={len(values)} min={raw[lo]} max={raw[hi]} mean={mean:.2f}")
+
+
+main(sys.argv[1])

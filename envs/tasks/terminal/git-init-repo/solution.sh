@@ -1,0 +1,2 @@
+#!/bin/bash
+git init /app/myrepo

@@ -1,0 +1,2 @@
+#!/bin/bash
+gunzip -k /app/report.txt.gz

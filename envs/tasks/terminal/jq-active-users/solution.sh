@@ -1,0 +1,2 @@
+#!/bin/bash
+jq -r '.[] | select(.active) | .username' /app/users.json > /app/active_users.txt

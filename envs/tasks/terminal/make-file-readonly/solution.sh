@@ -1,0 +1,2 @@
+#!/bin/bash
+chmod 444 /app/report.txt

@@ -1,0 +1,2 @@
+#!/bin/bash
+chmod +x /app/run.sh
