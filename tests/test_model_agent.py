@@ -8,7 +8,8 @@ import pytest
 
 from harness.config import ModelConfig, typed
 from harness.leaderboard import read_rows
-from harness.policy_factory import load_policy
+from agents.transformers_policy import TransformersPolicy
+from harness.policy_factory import model_path, sampling_of
 
 pytestmark = pytest.mark.model
 ROOT = Path(__file__).parents[1]
@@ -16,7 +17,8 @@ ROOT = Path(__file__).parents[1]
 
 @pytest.fixture(scope="module")
 def policy(cfg):
-    return load_policy(typed(cfg.model, ModelConfig), cfg.paths.cache_dir, seed=0)
+    m = typed(cfg.model, ModelConfig)
+    return TransformersPolicy.load(model_path(m, cfg.paths.cache_dir), sampling_of(m), model_name=m.name)
 
 
 def test_generation_keeps_tokens_and_logprobs_aligned_with_scoring(policy):
