@@ -4,7 +4,7 @@ process, a scratch results dir) and reads its metrics back from the leaderboard 
 - validity:    oracle and noop on a fixed sample, as one Hydra multirun on the joblib launcher (two
                jobs appending to one leaderboard at the same moment is part of what is checked).
 - model_eval:  the default model, greedy, on a fixed subset.
-- train_smoke: a short PPO run per signal (one multirun). `loss_drop` is the PPO loss of an update's
+- train_smoke: a short PPO run per signal, `jobs` at a time. `loss_drop` is the PPO loss of an update's
                own batch in its first epoch minus in its last one (trainers/update.py), the smallest
                over the run's updates: > 0 means every update lowered the objective it was given.
                No update (no sample had a non-zero advantage) makes it N/A.
@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def harness_run(args: list[str], results: Path, timeout_s: float) -> None:
     log = results / "run.log"
     with open(log, "w") as f:
         try:
-            p = subprocess.run([sys.executable, "-m", "harness.run", "progress=false", *args], cwd=REPO_ROOT,
+            p = subprocess.run([sys.executable, "-m", "harness.run", *args, "progress=false"], cwd=REPO_ROOT,
                                env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise RunFailed(f"timed out after {timeout_s:.0f} s; log: {log}") from None
@@ -91,23 +92,34 @@ def loss_drop(train_log: list[dict]) -> float | None:
     return min(drops) if drops else NA
 
 
+def _smoke_one(env: str, signal: str, overrides: list[str], seed: int, work: Path, timeout_s: float) -> dict:
+    harness_run([f"env={env}", "agent=model", "mode=train", f"signal={signal}", f"seed={seed}",
+                 f"hydra.run.dir={work / 'run'}", *overrides], work, timeout_s)
+    row = _rows_by(work, "signal")[signal]
+    run_dir = Path(row["run_dir"])
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for big in ("weights", "checkpoint"):  # ~0.5 and ~1.5 GB; everything checked is in metrics.json
+        shutil.rmtree(run_dir / big, ignore_errors=True)
+    return {f"{signal}.train_samples": _f(row["train_samples"]),
+            f"{signal}.loss_drop": loss_drop(metrics.get("train_log", [])),
+            f"{signal}.infra_failures": _f(row["infra_failures"])}
+
+
 def train_smoke(env: str, overrides: list[str], seed: int, work: Path, jobs: int, timeout_s: float,
-                signals: list[str]) -> dict:
-    harness_run([*_multirun(jobs, work / "sweep"), f"env={env}", "agent=model", "mode=train",
-                 f"signal={','.join(signals)}", f"seed={seed}", *overrides], work, timeout_s)
-    rows = _rows_by(work, "signal")
+                signals: dict[str, list[str]]) -> dict:
+    """One training run per signal (each may add overrides, e.g. its judge), `jobs` at a time."""
     out: dict[str, float | None] = {}
-    for sig in signals:
-        row = rows.get(sig)
-        metrics = {}
-        if row is not None:
-            run_dir = Path(row["run_dir"])
-            metrics = json.loads((run_dir / "metrics.json").read_text())
-            for big in ("weights", "checkpoint"):  # ~0.5-1.5 GB per run; the metrics are read
-                shutil.rmtree(run_dir / big, ignore_errors=True)
-        out[f"{sig}.train_samples"] = _f(row["train_samples"]) if row else NA
-        out[f"{sig}.loss_drop"] = loss_drop(metrics.get("train_log", [])) if row else NA
-        out[f"{sig}.infra_failures"] = _f(row["infra_failures"]) if row else NA
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+        futs = {sig: ex.submit(_smoke_one, env, sig, [*overrides, *(extra or [])], seed, work / sig, timeout_s)
+                for sig, extra in signals.items()}
+        errors = []
+        for sig, fut in futs.items():
+            try:
+                out.update(fut.result())
+            except RunFailed as e:
+                errors.append(f"{sig}: {e}")
+    if errors:
+        raise RunFailed("\n".join(errors))
     return out
 
 
@@ -116,8 +128,8 @@ CHECKS = {"validity": validity, "model_eval": model_eval, "train_smoke": train_s
 
 def run_check(env: str, check: str, spec: dict, seed: int, work: Path, jobs: int, timeout_s: float) -> CheckRun:
     overrides = list(spec.get("overrides", []))
-    extra = {"signals": list(spec["signals"])} if check == "train_smoke" else {}
-    ident = overrides + ([f"signals={','.join(extra['signals'])}"] if extra else []) + [f"seed={seed}"]
+    extra = {"signals": {sig: list(o or []) for sig, o in spec["signals"].items()}} if check == "train_smoke" else {}
+    ident = overrides + [f"{sig}:[{','.join(o)}]" for sig, o in extra.get("signals", {}).items()] + [f"seed={seed}"]
     t0 = time.monotonic()
     try:
         metrics = CHECKS[check](env, overrides, seed, work, jobs, timeout_s, **extra)

@@ -78,8 +78,8 @@ def _plot_curves(env: str, entries: list[Entry], out_dir: Path) -> list[Path]:
             stats = [Stat.of([y for c in curves for x2, y in c if x2 == x]) for x in xs]
             label = e.method.label + (f" [{e.context.train_episodes} ep]" if len(budgets) > 1 else "")
             ax.plot(xs, [s.mean for s in stats], color=color, lw=2, marker="o", label=f"{label} (n={len(curves)})")
-            lo = [s.mean - (s.half or 0.0) for s in stats]
-            hi = [s.mean + (s.half or 0.0) for s in stats]
+            lo = [max(0.0, s.mean - (s.half or 0.0)) for s in stats]  # a rate: the band stops at 0 and 1
+            hi = [min(1.0, s.mean + (s.half or 0.0)) for s in stats]
             if any(s.half for s in stats):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.15, lw=0)
         for k, e in enumerate(x for x in entries if not x.is_training and x.context.split == split

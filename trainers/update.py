@@ -68,7 +68,12 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
     device = next(model.parameters()).device
     stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0,
              "grad_norm": 0.0, "updates": 0}
+    # Mean loss of each pass over the same samples: with more than one epoch, the last epoch's loss
+    # minus the first one's is what the earlier steps did to the objective on this very batch (the
+    # regression check's "the update lowers its loss"; one epoch of a single minibatch starts at ratio 1).
+    epoch_losses: list[float] = []
     for _ in range(cfg.epochs):
+        epoch_sum, epoch_n = 0.0, 0
         order = torch.randperm(len(samples), generator=generator).tolist()
         for start in range(0, len(order), cfg.minibatch_size):
             mb = [samples[i] for i in order[start: start + cfg.minibatch_size]]
@@ -95,5 +100,9 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
             stats["approx_kl"] += float(pg["approx_kl"])
             stats["grad_norm"] += float(grad_norm)
             stats["updates"] += 1
+            epoch_sum, epoch_n = epoch_sum + float(loss.detach()), epoch_n + 1
+        epoch_losses.append(epoch_sum / max(1, epoch_n))
     n = max(1, stats["updates"])
-    return {k: (v / n if k != "updates" else v) for k, v in stats.items()}
+    out = {k: (v / n if k != "updates" else v) for k, v in stats.items()}
+    out["loss_first_epoch"], out["loss_last_epoch"] = epoch_losses[0], epoch_losses[-1]
+    return out
