@@ -145,8 +145,12 @@ def make_handler(engine: Engine):
             if self.path == "/health":
                 self._send(200, {"status": "ok"})
             elif self.path == "/get_model_info":
+                pc = engine.policy.prefix_cache
                 self._send(200, {"model_path": engine.model_path, "weight_version": engine.weight_version,
-                                 "is_generation": True})
+                                 "is_generation": True,
+                                 "prefix_cache": None if pc is None else {
+                                     "hit_tokens": pc.hit_tokens, "miss_tokens": pc.miss_tokens,
+                                     "entries": len(pc), "tokens": pc.tokens, "max_tokens": pc.max_tokens}})
             else:
                 self._send(404, {"error": {"message": f"no route GET {self.path}"}})
 
@@ -191,6 +195,8 @@ def main(argv=None) -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--prefix-cache-tokens", type=int, default=32768,
+                    help="KV of recent prompts kept for reuse of shared prefixes, in tokens (0 = off)")
     ap.add_argument("--max-prompt-tokens", type=int, default=4096)
     ap.add_argument("--model-name", default="embedded")
     ap.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
@@ -199,6 +205,7 @@ def main(argv=None) -> None:
         _exit_with_parent(a.parent_pid)
     policy = TransformersPolicy.load(a.model_path, SamplingConfig(128, 1.0, 1.0, a.max_prompt_tokens),
                                      model_name=a.model_name, dtype=a.dtype, threads=a.threads)
+    policy.enable_prefix_cache(a.prefix_cache_tokens)
     server = ThreadingHTTPServer((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch)))
     server.daemon_threads = True
     print(f"[embedded-server] ready on http://{a.host}:{a.port}", flush=True)

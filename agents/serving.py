@@ -25,6 +25,7 @@ class BackendConfig:
     threads: int | None
     startup_timeout_s: float
     extra_args: list[str]
+    prefix_cache_tokens: int = 32768  # embedded: KV of recent prompts reused for shared prefixes (0 = off)
 
 
 def default_server_threads() -> int:
@@ -57,7 +58,8 @@ class Server:
             cmd = [sys.executable, "-m", "agents.embedded_server", "--model-path", str(model_path),
                    "--host", cfg.host, "--port", str(port), "--dtype", dtype, "--model-name", model_name,
                    "--max-batch", str(cfg.max_batch), "--parent-pid", str(os.getpid())]
-            cmd += ["--threads", str(cfg.threads or default_server_threads())]
+            cmd += ["--threads", str(cfg.threads or default_server_threads()),
+                    "--prefix-cache-tokens", str(cfg.prefix_cache_tokens)]
         elif cfg.name == "sglang":
             if not cfg.python:
                 raise ValueError("backend=sglang needs backend.python (its own env) or backend.url")

@@ -9,6 +9,7 @@ import torch
 from harness.types import Generation
 
 from .chat import render_prompt_ids
+from .prefix_cache import PrefixCache
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class TransformersPolicy:
         self.generator = torch.Generator().manual_seed(seed)
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else tokenizer.eos_token_id
+        self.prefix_cache: PrefixCache | None = None  # enable_prefix_cache(); off: every prompt is prefilled
         self.stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
                          if isinstance(i, int) and i >= 0}
 
@@ -111,6 +113,11 @@ class TransformersPolicy:
         if missing or unexpected:
             raise ValueError(f"weights in {path} do not fit the model: missing={missing[:5]} "
                              f"unexpected={unexpected[:5]}")
+        if self.prefix_cache is not None:  # KV of the old weights
+            self.prefix_cache.clear()
+
+    def enable_prefix_cache(self, max_tokens: int) -> None:
+        self.prefix_cache = PrefixCache(max_tokens) if max_tokens > 0 else None
 
     # -- sampling ---------------------------------------------------------------------------------
     def _fit(self, ids: list[int]) -> list[int]:
@@ -129,17 +136,14 @@ class TransformersPolicy:
         s = sampling or self.sampling
         gens = [torch.Generator().manual_seed(int(sd)) if sd is not None else self.generator
                 for sd in (seeds or [None] * len(prompts))]
-        batch, width = len(prompts), max(len(p) for p in prompts)
-        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((batch, width), dtype=torch.long)
+        batch = len(prompts)
         if s.max_new_tokens <= 0:
             return [([], [], "length") for _ in prompts]
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p):] = torch.tensor(p)
-            attn[i, width - len(p):] = 1
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, use_cache=True)
+        input_ids, attn, positions, past = self._prefill_inputs(prompts)
+        out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, cache=past, use_cache=True)
         past, logits = out.cache, out.logits[:, -1].float()
+        if self.prefix_cache is not None:
+            self._remember(prompts, attn, past)
         next_pos = positions[:, -1:] + 1
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
@@ -161,6 +165,50 @@ class TransformersPolicy:
             past, logits = out.cache, out.logits[:, -1].float()
             next_pos = next_pos + 1
         return [(tokens[i], logprobs[i], "stop" if done[i] else "length") for i in range(batch)]
+
+    def _prefill_inputs(self, prompts: list[list[int]]):
+        """Left-padded suffixes after each prompt's cached prefix, and the cached KV as a batched
+        cache in front of them (each row's prefix right-aligned, padding masked out). Positions
+        count only real tokens, so a row's layout does not change what it computes."""
+        batch = len(prompts)
+        cached = [self.prefix_cache.match(p) for p in prompts] if self.prefix_cache is not None else [(0, None)] * batch
+        reused = [n for n, _ in cached]
+        width = max(len(p) - n for p, n in zip(prompts, reused))
+        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((batch, width), dtype=torch.long)
+        for i, (p, n) in enumerate(zip(prompts, reused)):
+            input_ids[i, width - (len(p) - n):] = torch.tensor(p[n:])
+            attn[i, width - (len(p) - n):] = 1
+        past, longest = None, max(reused)
+        if longest:
+            from transformers import DynamicCache
+
+            past = DynamicCache(config=self.model.config)
+            template = next(kv for _, kv in cached if kv is not None)
+            for layer, (k0, v0) in enumerate(template):
+                keys = k0.new_zeros((batch, k0.shape[0], longest, k0.shape[2]))
+                values = v0.new_zeros((batch, v0.shape[0], longest, v0.shape[2]))
+                for i, (n, kv) in enumerate(cached):
+                    if n:
+                        keys[i, :, longest - n:], values[i, :, longest - n:] = kv[layer]
+                past.update(keys, values, layer)
+            past_mask = torch.zeros((batch, longest), dtype=torch.long)
+            for i, n in enumerate(reused):
+                past_mask[i, longest - n:] = 1
+            attn = torch.cat([past_mask, attn], dim=1)
+        positions = (attn.cumsum(-1) - 1).clamp(min=0)[:, -width:]
+        if self.prefix_cache is not None:
+            self.prefix_cache.record(hit=sum(reused), miss=sum(len(p) for p in prompts) - sum(reused))
+        return input_ids, attn, positions, past
+
+    def _remember(self, prompts: list[list[int]], attn: torch.Tensor, cache) -> None:
+        """Store each prompt's KV (its unmasked positions) right after the prefill."""
+        layers = [(layer.keys, layer.values) for layer in cache.layers]
+        for i, p in enumerate(prompts):
+            if p in self.prefix_cache:  # a GRPO group sends one prompt several times
+                continue
+            keep = attn[i].nonzero()[:, 0]
+            self.prefix_cache.put(p, [(k[i].index_select(1, keep), v[i].index_select(1, keep)) for k, v in layers])
 
     @staticmethod
     def _pick(logits: torch.Tensor, s: SamplingConfig, gens) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import shutil
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -70,6 +71,7 @@ class TrainConfig:
     max_steps_start: int | None = None
     difficulties: list[str] | None = None
     tags: list[str] | None = None
+    keep_checkpoint: bool = True
 
     def update_config(self) -> UpdateConfig:
         return UpdateConfig(self.lr, self.weight_decay, self.grad_clip, self.epochs, self.minibatch_size,
@@ -262,6 +264,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         "train_log": read_jsonl(log_file),
     }
     write_json_atomic(run_dir / "metrics.json", metrics)
+    if not tc.keep_checkpoint:  # only a killed run needs it to resume; the final weights stay
+        shutil.rmtree(state_file, ignore_errors=True)
     row = {"timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"],
            "suite": metrics["suite"], "split": "test", "agent": "model", "model": metrics["model"],
            "signal": signal.name, "seed": cfg.seed, "n_tasks": len(test_tasks),

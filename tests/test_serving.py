@@ -107,3 +107,18 @@ def test_update_weights_from_disk_changes_the_served_model(served, tmp_path, cfg
     assert served.score(ids[:1], ids[1:]) != pytest.approx(before, abs=1e-4)
     served.update_weights_from_disk(str(src))  # restore
     assert served.score(ids[:1], ids[1:]) == pytest.approx(before, abs=1e-4)
+
+
+def test_repeated_prompts_are_served_from_the_prefix_cache(served):
+    def stats():
+        return requests.get(served.url + "/get_model_info", timeout=10).json()["prefix_cache"]
+
+    ids = served.tokenizer.encode("A prompt that a GRPO group sends several times over.", add_special_tokens=False)
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 2, "temperature": 0}}
+    first = _post(served, "/generate", body).json()
+    before = stats()
+    again = _post(served, "/generate", body).json()
+    after = stats()
+    assert again["output_ids"] == first["output_ids"]
+    assert after["hit_tokens"] - before["hit_tokens"] == len(ids) - 1  # all but the last token reused
+    assert after["miss_tokens"] - before["miss_tokens"] == 1 and after["entries"] >= 1

@@ -1,0 +1,106 @@
+"""Prefix KV reuse: the cache's bookkeeping, and that generation with it is the generation without
+it (same tokens, logprobs to float noise) while the shared prefix is not computed again."""
+import pytest
+import torch
+
+from agents.prefix_cache import PrefixCache, common_prefix_len
+from agents.transformers_policy import SamplingConfig, TransformersPolicy
+from harness.config import ModelConfig, typed
+from harness.policy_factory import model_path
+
+
+def _kv(ids, layers=2):
+    """Fake per-layer KV whose value at a position is its token id: slices are checkable."""
+    t = torch.tensor(ids, dtype=torch.float32)[None, :, None].expand(1, len(ids), 2)
+    return [(t.clone(), -t.clone()) for _ in range(layers)]
+
+
+def test_common_prefix_len():
+    t = torch.tensor
+    assert common_prefix_len(t([1, 2, 3]), t([1, 2, 4])) == 2
+    assert common_prefix_len(t([1, 2]), t([1, 2, 3])) == 2
+    assert common_prefix_len(t([5]), t([1])) == 0
+    assert common_prefix_len(t([]), t([1])) == 0
+
+
+def test_match_takes_the_longest_prefix_and_always_leaves_the_last_token():
+    c = PrefixCache(max_tokens=100)
+    c.put([1, 2, 3, 4], _kv([1, 2, 3, 4]))
+    c.put([1, 2, 9, 9, 9], _kv([1, 2, 9, 9, 9]))
+    n, kv = c.match([1, 2, 3, 4, 5, 6])
+    assert n == 4 and kv[0][0][0, :, 0].tolist() == [1, 2, 3, 4]
+    n, kv = c.match([1, 2, 9, 7])  # a prefix of a longer entry is usable too
+    assert n == 3 and kv[1][1][0, :, 0].tolist() == [-1, -2, -9]
+    n, _ = c.match([1, 2, 3, 4])  # the whole prompt is held, but its last token's logits are needed
+    assert n == 3
+    assert c.match([7, 1, 2]) == (0, None)
+    assert [1, 2, 3, 4] in c and [1, 2, 3] not in c
+
+
+def test_least_recently_used_entries_go_first_within_the_token_budget():
+    c = PrefixCache(max_tokens=10)
+    c.put([1] * 4, _kv([1] * 4))
+    c.put([2] * 4, _kv([2] * 4))
+    c.match([1, 1, 1, 1, 5])  # touches the first entry
+    c.put([3] * 4, _kv([3] * 4))  # 12 tokens > 10: the least recently used ([2]*4) is dropped
+    assert [1] * 4 in c and [3] * 4 in c and [2] * 4 not in c and c.tokens == 8
+    c.put(list(range(11)), _kv(list(range(11))))  # larger than the whole budget: not stored
+    assert list(range(11)) not in c
+    c.clear()
+    assert len(c) == 0 and c.tokens == 0
+
+
+@pytest.fixture(scope="module")
+def policy(cfg):
+    m = typed(cfg.model, ModelConfig)
+    return TransformersPolicy.load(model_path(m, cfg.paths.cache_dir), SamplingConfig(8, 0.0, 1.0, 4096),
+                                   model_name=m.name)
+
+
+def _same(a, b):
+    for (ta, la, fa), (tb, lb, fb) in zip(a, b, strict=True):
+        assert ta == tb and fa == fb
+        assert max((abs(x - y) for x, y in zip(la, lb)), default=0.0) < 1e-3
+
+
+@pytest.mark.model
+def test_generation_with_the_cache_equals_generation_without_it(policy):
+    tok = policy.tokenizer
+    shared = tok.encode("You are a careful assistant who answers in one short sentence. " * 6)
+    prompts = [shared + tok.encode("What is the capital of Italy?"), shared + tok.encode("Name a fruit."),
+               tok.encode("Unrelated short prompt")]
+    policy.enable_prefix_cache(0)
+    plain = policy.sample_ids(prompts)
+    policy.enable_prefix_cache(100_000)
+    try:
+        _same(plain, policy.sample_ids(prompts))  # cold: the shared prefix is computed and stored
+        assert policy.prefix_cache.hit_tokens == 0 and len(policy.prefix_cache) == 3
+        # the next step of an episode extends its prompt; a group repeats one; one row has no match
+        turn2 = prompts[0] + plain[0][0] + tok.encode(" Why?")
+        mixed = [turn2, prompts[1], prompts[1], tok.encode("Another unrelated prompt here")]
+        policy.enable_prefix_cache(0)
+        plain2 = policy.sample_ids(mixed)
+        policy.enable_prefix_cache(100_000)
+        policy.sample_ids(prompts)
+        hits_before = policy.prefix_cache.hit_tokens
+        _same(plain2, policy.sample_ids(mixed))
+        reused = policy.prefix_cache.hit_tokens - hits_before
+        assert reused >= len(prompts[0]) + 2 * (len(prompts[1]) - 1)
+    finally:
+        policy.enable_prefix_cache(0)
+
+
+@pytest.mark.model
+def test_new_weights_empty_the_cache(policy, tmp_path):
+    from safetensors.torch import save_file
+
+    policy.enable_prefix_cache(100_000)
+    try:
+        policy.sample_ids([policy.tokenizer.encode("hello there, how are you")])
+        assert len(policy.prefix_cache) == 1
+        state = {k: v.contiguous() for k, v in policy.model.state_dict().items() if k != "lm_head.weight"}
+        save_file(state, str(tmp_path / "model.safetensors"))
+        policy.load_weights(tmp_path)
+        assert len(policy.prefix_cache) == 0  # KV of the old weights must not be reused
+    finally:
+        policy.enable_prefix_cache(0)
