@@ -19,6 +19,7 @@ state. Browser trouble is an infra failure (`info["infra_failure"]`), never a re
 """
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import warnings
@@ -164,15 +165,24 @@ class GUIEnv(gym.Env[str, str]):
         return session, goal, tree, shot
 
     async def _act(self, action: GUIAction, screenshot: Path | None):
+        """Act, then read the page; a MiniWoB page's reward is read alongside (one round trip, not
+        two in a row), and when it says the episode ended the read is dropped unawaited: the page
+        shows its START cover then, nothing to observe."""
         session = self._session
         old = session.tree
         await session.act(action)
+        read = asyncio.ensure_future(session.read(screenshot is not None))
         meta = None
         if self.task.data["suite"] == "miniwob":
-            meta = await session.page.evaluate(METADATA_JS)
-            if meta["done"]:  # the page has ended the episode and shows its START cover: nothing to read
+            try:
+                meta = await session.page.evaluate(METADATA_JS)
+            finally:
+                if meta is None or meta["done"]:
+                    read.add_done_callback(lambda f: f.cancelled() or f.exception())  # dropped: no warning
+            if meta["done"]:
                 return old, old, None, meta, session.take_dialogs()
-        tree, shot = await session.observe(screenshot)
+        tree, png = await read
+        tree, shot = session.keep(tree, png, screenshot)
         return old, tree, shot, meta, session.take_dialogs()
 
     async def _read(self, js: str):
@@ -254,6 +264,8 @@ class GUIEnv(gym.Env[str, str]):
             if ns.fields["task_ended"]:  # the page ended the episode: its reward is the verdict
                 obs = text
                 parsed = type(parsed)(action=act, done=True)
+                raw, final = _miniwob_verdict(meta)  # already read with the action: no second read
+                self._final = (raw, {**final, "verify_s": 0.0})
             else:
                 info["step_label"] = {"page_changed": bool(ns.fields["added"] or ns.fields["removed"])}
                 obs = self._render_obs(text, tree)
@@ -304,11 +316,7 @@ class GUIEnv(gym.Env[str, str]):
         t0 = time.monotonic()
         try:
             if self.task.data["suite"] == "miniwob":
-                meta = self._host.run(self._read, METADATA_JS)
-                raw = float(meta["raw_reward"]) if meta["done"] else 0.0
-                info = {"outcome": raw, "success": bool(meta["done"]) and is_success(raw), "raw_reward": raw,
-                        "env_reward": float(meta["env_reward"]) if meta["done"] else 0.0,
-                        "miniwob_done": bool(meta["done"]), "reason": meta.get("reason")}
+                raw, info = _miniwob_verdict(self._host.run(self._read, METADATA_JS))
             else:
                 state = self._host.run(self._read, STATE_JS)
                 failed = ["the app exposes no state"] if state is None else check(state, self.task.data["expect"])
@@ -408,6 +416,14 @@ class GUIEnv(gym.Env[str, str]):
         ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
         return f"[error] {ns.text}", 0.0, True, False, {"next_state": ns, "infra_failure": True,
                                                           "infra_reason": reason}
+
+
+def _miniwob_verdict(meta: dict) -> tuple[float, dict]:
+    """MiniWoB's page state (METADATA_JS) -> (outcome, info): an unfinished episode scores 0."""
+    raw = float(meta["raw_reward"]) if meta["done"] else 0.0
+    return raw, {"outcome": raw, "success": bool(meta["done"]) and is_success(raw), "raw_reward": raw,
+                 "env_reward": float(meta["env_reward"]) if meta["done"] else 0.0,
+                 "miniwob_done": bool(meta["done"]), "reason": meta.get("reason")}
 
 
 def _first_line(e: BaseException) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,23 +103,34 @@ class PageSession:
         nodes = (await self.tab.cdp.send("Accessibility.getFullAXTree"))["nodes"]
         return render_tree(nodes, self.refs, await self._frames(nodes))
 
-    async def _screenshot(self, path: Path) -> str:
-        params: dict = {"format": "png"}
-        if self.clip:
-            params["clip"] = {**self.clip, "scale": 1}
-        data = (await self.tab.cdp.send("Page.captureScreenshot", params))["data"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(data))
-        return str(path)
+    async def _png(self) -> bytes:
+        """The viewport as a PNG, cut to `clip` here rather than by Chromium: a clipped capture makes
+        Chromium emulate a viewport for an extra frame (~10 ms a step). MiniWoB's own env crops a
+        full capture the same way, so the pixels are the same."""
+        data = base64.b64decode((await self.tab.cdp.send("Page.captureScreenshot", {"format": "png"}))["data"])
+        return crop_png(data, self.clip) if self.clip else data
+
+    async def read(self, screenshot: bool) -> tuple[str, bytes | None]:
+        """The page's rendered tree and (when asked) its PNG, fetched together; nothing is kept
+        until `keep`, so a read that turns out to be moot can be dropped."""
+        if not screenshot:
+            return await self._tree(), None
+        tree, png = await asyncio.gather(self._tree(), self._png())
+        return tree, png
+
+    def keep(self, tree: str, png: bytes | None, screenshot: Path | None) -> tuple[str, str | None]:
+        """Make a read the current state: its tree (and refs) for the next action, its PNG on disk."""
+        self.tree, self.tree_refs = tree, refs_in(tree)
+        if png is None or screenshot is None:
+            return tree, None
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        screenshot.write_bytes(png)
+        return tree, str(screenshot)
 
     async def observe(self, screenshot: Path | None) -> tuple[str, str | None]:
         """The page's tree now (also kept as `self.tree`) and the screenshot's path, taken together."""
-        if screenshot is None:
-            tree, shot = await self._tree(), None
-        else:
-            tree, shot = await asyncio.gather(self._tree(), self._screenshot(screenshot))
-        self.tree, self.tree_refs = tree, refs_in(tree)
-        return tree, shot
+        tree, png = await self.read(screenshot is not None)
+        return self.keep(tree, png, screenshot)
 
     # -- acting ----------------------------------------------------------------------------------
     def _backend(self, ref: str) -> int:
@@ -229,6 +241,16 @@ class PageSession:
     def take_dialogs(self) -> list[str]:
         out, self.dialogs = self.dialogs, []
         return out
+
+
+def crop_png(png: bytes, clip: dict) -> bytes:
+    """The clip's region (CSS px = device px at scale 1) of a PNG, as a PNG (lossless; fast zlib)."""
+    from PIL import Image  # miniwob's dependency, so always there where its pages are
+
+    box = (int(clip["x"]), int(clip["y"]), int(clip["x"] + clip["width"]), int(clip["y"] + clip["height"]))
+    out = io.BytesIO()
+    Image.open(io.BytesIO(png)).crop(box).save(out, "PNG", compress_level=1)
+    return out.getvalue()
 
 
 def _reraise_if_gone(e: BaseException) -> None:

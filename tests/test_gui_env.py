@@ -193,6 +193,40 @@ def test_every_miniwob_task_opens(env):
         assert env.step("done()")[4]["outcome"] == 0.0  # stopped before the page ended: raw reward 0
 
 
+def test_screenshot_is_the_task_area(env):
+    """The PNG is MiniWoB's task area, pixel for pixel what Chromium's own clipped capture gives."""
+    import base64
+    import io
+
+    from PIL import Image, ImageChops
+
+    _, info = env.reset(seed=3, options={"task_id": "click-checkboxes"})
+    session = env._session
+    clipped = env._host.run(session.tab.cdp.send, "Page.captureScreenshot",
+                            {"format": "png", "clip": {**session.clip, "scale": 1}})
+    want = Image.open(io.BytesIO(base64.b64decode(clipped["data"]))).convert("RGB")
+    got = Image.open(info["screenshot"]).convert("RGB")
+    assert got.size == (160, 210) and ImageChops.difference(want, got).getbbox() is None
+
+
+def test_contexts_open_no_browser_ui(env):
+    """Each context's window would preload omnibox WebUIs (~1 s CPU an episode): they stay off, and
+    Playwright's own disabled features stay on (one merged --disable-features)."""
+    env.reset(seed=0, options={"task_id": "click-button"})
+    cmdline = Path(f"/proc/{env.browser_pid}/cmdline").read_bytes().decode().split("\0")
+    flags = [a for a in cmdline if a.startswith("--disable-features=")]
+    assert len(flags) == 1 and {"PaintHolding", "WebUIOmniboxPopup"} <= set(flags[0].split("=", 1)[1].split(","))
+
+    async def targets():
+        cdp = await env._host._browser.new_browser_cdp_session()
+        try:
+            return (await cdp.send("Target.getTargets"))["targetInfos"]
+        finally:
+            await cdp.detach()
+    kinds = {t["type"] for t in env._host.run(targets)}
+    assert "page" in kinds and "browser_ui" not in kinds
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"

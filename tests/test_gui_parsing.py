@@ -5,6 +5,7 @@ import pytest
 from envs.gui_a11y import RefTable, diff_trees, parse_tree, refs_in, render_tree
 from envs.gui_actions import GUIAction, parse_reply
 from envs.gui_apps import check
+from envs.gui_browser import DISABLED_FEATURES, launch_args, playwright_disabled_features
 
 
 @pytest.mark.parametrize("reply, want", [
@@ -128,3 +129,15 @@ def test_app_check():
     assert check(state, {"items": {"$set": [{"title": "b"}, {"done": True, "title": "a"}]}}) == []
     failed = check(state, {"items.0.done": False, "saved.x": 1, "items.5": {"$absent": False}})
     assert len(failed) == 3 and "items.0.done" in failed[0] and "(missing)" in failed[1]
+
+
+def test_launch_args_merge_disabled_features():
+    """Chromium keeps only the last --disable-features: ours must carry Playwright's list along."""
+    defaults = playwright_disabled_features()
+    assert defaults and "PaintHolding" in defaults
+    args, ignore = launch_args(("--headless", "--disable-features=Foo,Bar"))
+    flags = [a for a in args if a.startswith("--disable-features=")]
+    assert len(flags) == 1 and "--headless" in args
+    merged = flags[0].split("=", 1)[1].split(",")
+    assert set(merged) == {*defaults, "Foo", "Bar", *DISABLED_FEATURES} and len(merged) == len(set(merged))
+    assert ignore == ["--disable-features=" + ",".join(defaults)]  # Playwright's own flag, dropped
