@@ -45,9 +45,9 @@ class PrefixCache:
     def tokens(self) -> int:
         return self._tokens
 
-    def match(self, ids: list[int]) -> tuple[int, KV | None]:
-        """The longest prefix of `ids` held, as (length, per-layer KV sliced to it). At least the
-        last token is left out: its logits are what the caller needs next."""
+    def match(self, ids: list[int], limit: int | None = None) -> tuple[int, KV | None]:
+        """The longest prefix of `ids` held, as (length, per-layer KV sliced to it), at most `limit`
+        tokens. At least the last token is left out: its logits are what the caller needs next."""
         if not self._entries or len(ids) < 2:
             return 0, None
         query = torch.tensor(ids)
@@ -56,7 +56,7 @@ class PrefixCache:
             n = common_prefix_len(stored, query)
             if n > best_len:
                 best_len, best_key = n, key
-        best_len = min(best_len, len(ids) - 1)
+        best_len = min(best_len, len(ids) - 1, len(ids) if limit is None else limit)
         if best_key is None or best_len == 0:
             return 0, None
         self._entries.move_to_end(best_key)
@@ -71,7 +71,11 @@ class PrefixCache:
         if key in self._entries:
             self._entries.move_to_end(key)
             return
-        self._entries[key] = (torch.tensor(ids), kv)
+        new = torch.tensor(ids)
+        for old in [k for k, (stored, _) in self._entries.items()  # covered by the new entry: the next
+                    if len(stored) <= len(new) and common_prefix_len(stored, new) == len(stored)]:  # step's prompt
+            self._tokens -= len(self._entries.pop(old)[0])
+        self._entries[key] = (new, kv)
         self._tokens += len(ids)
         while self._tokens > self.max_tokens:
             _, (stored, _) = self._entries.popitem(last=False)

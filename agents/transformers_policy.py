@@ -66,17 +66,18 @@ class TransformersPolicy:
     @torch.inference_mode()
     def input_logprobs(self, sequences: list[list[int]], starts: list[int], top_k: int = 0):
         """For each sequence, log p(token_t | tokens_<t) for t >= start (None for t = 0), and with
-        top_k > 0 also the top-k (logprob, id) pairs at each of those positions. One padded batch."""
-        width = max(len(s) for s in sequences)
-        ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros_like(ids)
-        for i, s in enumerate(sequences):
-            ids[i, : len(s)] = torch.tensor(s)
-            attn[i, : len(s)] = 1
-        logp = torch.log_softmax(self.model(input_ids=ids, attention_mask=attn).logits.float(), -1)
+        top_k > 0 also the top-k (logprob, id) pairs at each of those positions. One padded batch;
+        with the prefix cache on, a cached prefix before `start - 1` is not computed again (a teacher
+        prompt shares the rollout's prompt up to the hint)."""
+        starts = [max(0, min(start, len(s))) for s, start in zip(sequences, starts)]
+        limits = [max(0, start - 1) for start in starts]
+        input_ids, attn, positions, past = self._prefill_inputs(sequences, limits)
+        logits = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, cache=past).logits
+        logp = torch.log_softmax(logits.float(), -1)
+        width = input_ids.shape[1]
         out = []
         for i, (s, start) in enumerate(zip(sequences, starts)):
-            start = max(0, min(start, len(s)))
+            offset = width - len(s)  # column of absolute position t is offset + t (right-aligned)
             lps: list[float | None] = []
             tops = []
             for t in range(start, len(s)):
@@ -84,7 +85,7 @@ class TransformersPolicy:
                     lps.append(None)
                     tops.append([])
                     continue
-                row = logp[i, t - 1]
+                row = logp[i, offset + t - 1]
                 lps.append(float(row[s[t]]))
                 if top_k:
                     v, k = row.topk(top_k)
@@ -166,12 +167,14 @@ class TransformersPolicy:
             next_pos = next_pos + 1
         return [(tokens[i], logprobs[i], "stop" if done[i] else "length") for i in range(batch)]
 
-    def _prefill_inputs(self, prompts: list[list[int]]):
+    def _prefill_inputs(self, prompts: list[list[int]], limits: list[int] | None = None):
         """Left-padded suffixes after each prompt's cached prefix, and the cached KV as a batched
         cache in front of them (each row's prefix right-aligned, padding masked out). Positions
         count only real tokens, so a row's layout does not change what it computes."""
         batch = len(prompts)
-        cached = [self.prefix_cache.match(p) for p in prompts] if self.prefix_cache is not None else [(0, None)] * batch
+        limits = limits or [None] * batch
+        cached = ([self.prefix_cache.match(p, lim) for p, lim in zip(prompts, limits)]
+                  if self.prefix_cache is not None else [(0, None)] * batch)
         reused = [n for n, _ in cached]
         width = max(len(p) - n for p, n in zip(prompts, reused))
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)

@@ -75,6 +75,8 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
             return summarize(trajs)
 
         before = evaluate("eval before")
+        if sc.threads:
+            torch.set_num_threads(sc.threads)
         torch.manual_seed(cfg.seed)
         model = AutoModelForCausalLM.from_pretrained(init_path)
         nll_before = mean_nll(model, samples)

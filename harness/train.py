@@ -72,6 +72,7 @@ class TrainConfig:
     difficulties: list[str] | None = None
     tags: list[str] | None = None
     keep_checkpoint: bool = True
+    threads: int | None = None
 
     def update_config(self) -> UpdateConfig:
         return UpdateConfig(self.lr, self.weight_decay, self.grad_clip, self.epochs, self.minibatch_size,
@@ -179,6 +180,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         if tc.teacher not in ("frozen", "policy"):
             raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
 
+        if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
+            torch.set_num_threads(tc.threads)
         torch.manual_seed(cfg.seed)
         model = load_trainable(init_path, tc, model_cfg.dtype)
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,

@@ -50,6 +50,14 @@ def test_least_recently_used_entries_go_first_within_the_token_budget():
     assert len(c) == 0 and c.tokens == 0
 
 
+def test_an_entry_covered_by_a_longer_prompt_is_dropped():
+    c = PrefixCache(max_tokens=100)
+    c.put([1, 2, 3], _kv([1, 2, 3]))  # step 1 of an episode
+    c.put([1, 2, 3, 4, 5], _kv([1, 2, 3, 4, 5]))  # step 2 extends it: step 1's KV is inside
+    assert [1, 2, 3] not in c and len(c) == 1 and c.tokens == 5
+    assert c.match([1, 2, 3, 7], limit=2)[0] == 2  # a caller can cap the reuse
+
+
 @pytest.fixture(scope="module")
 def policy(cfg):
     m = typed(cfg.model, ModelConfig)
@@ -102,5 +110,29 @@ def test_new_weights_empty_the_cache(policy, tmp_path):
         save_file(state, str(tmp_path / "model.safetensors"))
         policy.load_weights(tmp_path)
         assert len(policy.prefix_cache) == 0  # KV of the old weights must not be reused
+    finally:
+        policy.enable_prefix_cache(0)
+
+
+@pytest.mark.model
+def test_scoring_with_a_cached_prefix_equals_scoring_without(policy):
+    """A teacher prompt shares the rollout prompt up to the hint: that part comes from the cache."""
+    tok = policy.tokenizer
+    prompt = tok.encode("List the files in the current directory, please. " * 5)
+    response = tok.encode(" ls -la")
+    hinted = prompt + tok.encode(" Hint: use ls.")
+    seqs, starts = [hinted + response, prompt + response, prompt[:5]], [len(hinted), len(prompt), 0]
+    policy.enable_prefix_cache(0)
+    plain = policy.input_logprobs(seqs, starts, top_k=3)
+    policy.enable_prefix_cache(100_000)
+    try:
+        policy.sample_ids([prompt])  # the rollout stored its prompt
+        hits = policy.prefix_cache.hit_tokens
+        cached = policy.input_logprobs(seqs, starts, top_k=3)
+        assert policy.prefix_cache.hit_tokens - hits >= 2 * (len(prompt) - 1)
+        for (la, ta), (lb, tb) in zip(plain, cached, strict=True):
+            assert la[0] is lb[0] is None or abs(la[0] - lb[0]) < 1e-3
+            assert max(abs(x - y) for x, y in zip(la[1:], lb[1:])) < 1e-3 if len(la) > 1 else True
+            assert [[k for _, k in row] for row in ta] == [[k for _, k in row] for row in tb]
     finally:
         policy.enable_prefix_cache(0)

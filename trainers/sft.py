@@ -18,6 +18,7 @@ class SFTConfig:
     batch_size: int
     grad_clip: float
     eval_limit: int | None
+    threads: int | None = None
 
 
 def sft_samples(trajs: list[Trajectory], tokenizer, tools_of, render) -> list[Sample]:
