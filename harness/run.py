@@ -19,6 +19,7 @@ from envs.sandbox import SandboxConfig, docker_client, reap_orphans, wait_for_ba
 
 from .atomic import write_text_atomic
 from .config import REPO_ROOT, ModelConfig, env_config, typed
+from .curriculum import without_tags
 from .evaluate import EnvPool, evaluate
 from .policy_factory import SCRIPTED, agent_factory, serve_policy
 from .report import print_summary
@@ -41,8 +42,8 @@ def env_maker(cfg: DictConfig, run_id: str, split: str | None):
     return make, env_cfg
 
 
-def select_tasks(env, split: str, limit: int | None, seed: int):
-    tasks = env.unwrapped.tasks
+def select_tasks(env, split: str, limit: int | None, seed: int, exclude_tags=None):
+    tasks = without_tags(env.unwrapped.tasks, exclude_tags)
     return tasks[:limit] if limit else tasks
 
 
@@ -80,7 +81,7 @@ def main(cfg: DictConfig) -> dict:
         if cfg.agent.name == "model":
             policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
                                                       cfg.paths.cache_dir, log_path=run_dir / "server.log"))
-        tasks = select_tasks(pool.get(), cfg.split, cfg.limit, cfg.seed)
+        tasks = select_tasks(pool.get(), cfg.split, cfg.limit, cfg.seed, cfg.get("exclude_tags"))
         result = evaluate(
             pool, agent_factory(cfg.agent.name, policy), tasks, run_dir=run_dir,
             system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,

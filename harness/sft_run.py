@@ -19,6 +19,7 @@ from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
 
 from .atomic import append_jsonl, write_json_atomic
 from .config import ModelConfig, typed
+from .curriculum import without_tags
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .leaderboard import append_row
 from .policy_factory import model_path, serve_policy
@@ -53,8 +54,9 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)
         env = pool.get().unwrapped
-        train_tasks = [t for t in env.tasks if t.split == "train"]
-        test_tasks = [t for t in env.tasks if t.split == "test"][: sc.eval_limit or None]
+        suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+        train_tasks = [t for t in suite if t.split == "train"]
+        test_tasks = [t for t in suite if t.split == "test"][: sc.eval_limit or None]
         if hasattr(env, "prepare"):
             env.prepare(train_tasks + test_tasks)
         demos = oracle_trajectories(pool, train_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress)

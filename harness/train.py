@@ -37,7 +37,7 @@ from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import ModelConfig, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
-from .curriculum import filter_tasks, max_steps_at
+from .curriculum import filter_tasks, max_steps_at, without_tags
 from .eval_cache import EvalCache
 from .judge_accuracy import judge_accuracy
 from .oracle_judge import OracleHints, OracleJudge
@@ -153,8 +153,9 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)
         env = pool.get().unwrapped
-        train_tasks = filter_tasks([t for t in env.tasks if t.split == "train"], tc.difficulties, tc.tags)
-        test_tasks = [t for t in env.tasks if t.split == "test"][: tc.eval_limit or None]
+        suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+        train_tasks = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
+        test_tasks = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
         if not train_tasks or not test_tasks:
             raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
         if hasattr(env, "prepare"):

@@ -99,3 +99,24 @@ def test_curriculum_knobs():
     assert [t.task_id for t in filter_tasks(tasks, ["easy"], None)] == ["a", "c"]
     assert [t.task_id for t in filter_tasks(tasks, None, ["git"])] == ["a", "b"]
     assert [t.task_id for t in filter_tasks(tasks, ["easy"], ["git"])] == ["a"]
+    from harness.curriculum import without_tags
+    assert [t.task_id for t in without_tags(tasks, ["sql"])] == ["a", "b"] and without_tags(tasks, None) == tasks
+
+
+def test_exclude_tags_narrows_an_eval_run(tmp_path):
+    """`exclude_tags=[store]` on the tool-call suite: no task with the store toolset is run."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NEXTSTATE_RESULTS": str(tmp_path)}
+    subprocess.run([sys.executable, "-m", "harness.run", "env=toolcall", "agent=noop", "split=test",
+                    "exclude_tags=[store,python]", "progress=false"], check=True, env=env, cwd=Path(__file__).parents[1],
+                   capture_output=True)
+    (traj_file,) = tmp_path.glob("runs/*/trajectories.jsonl")
+    import yaml
+
+    ids = {json.loads(line)["task_id"] for line in traj_file.read_text().splitlines()}
+    specs = [yaml.safe_load(p.read_text()) for p in (Path(__file__).parents[1] / "envs/tasks/toolcall").glob("*.yaml")]
+    assert ids == {d["id"] for d in specs if d["split"] == "test" and not {"store", "python"} & set(d["toolsets"])}
