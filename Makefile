@@ -8,7 +8,8 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
 APT_PACKAGES := docker.io debootstrap git ca-certificates chromium
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo demo-terminal test test-slow bench system docker images model clean-containers regress report
+.PHONY: setup demo demo-terminal test test-slow bench system docker images model clean-containers regress report \
+	sft-toolcall signal-comparison
 
 setup: system $(DEPS_STAMP) docker images model
 
@@ -57,6 +58,20 @@ test: setup
 
 test-slow: setup
 	$(PY) -m pytest -m slow
+
+# Issue 8's experiment (conf/experiment/signal_comparison.yaml; ~1-2 h on 2 cores). The two arms run
+# side by side, seed by seed, so an interrupted sweep still holds whole seeds.
+SC_DIR ?= results/signal_comparison
+sft-toolcall: setup
+	@test -f $(SC_DIR)/sft/model/model.safetensors || $(PY) -m harness.run +experiment=sft_toolcall
+
+signal-comparison: sft-toolcall
+	$(PY) -m harness.run -m +experiment=signal_comparison seed=0,1,2 +feedback=model signal=outcome,prm,opd,prm_opd \
+		hydra.sweep.dir=$(SC_DIR)/multirun/model > $(SC_DIR)/model_arm.log 2>&1 & a=$$!; \
+	$(PY) -m harness.run -m +experiment=signal_comparison seed=0,1,2 +feedback=oracle signal=prm,opd,prm_opd \
+		hydra.sweep.dir=$(SC_DIR)/multirun/oracle > $(SC_DIR)/oracle_arm.log 2>&1 & b=$$!; \
+	wait $$a && wait $$b
+	$(PY) -m harness.leaderboard $(SC_DIR)/leaderboard.csv --out $(SC_DIR)/report
 
 regress: setup  # the CI regression benchmark against results/baselines/ (conf/regress/default.yaml)
 	$(PY) -m harness.regress

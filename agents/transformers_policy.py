@@ -140,11 +140,16 @@ class TransformersPolicy:
         batch = len(prompts)
         if s.max_new_tokens <= 0:
             return [([], [], "length") for _ in prompts]
-        input_ids, attn, positions, past = self._prefill_inputs(prompts)
+        unique = [list(u) for u in dict.fromkeys(map(tuple, prompts))]  # a GRPO group: one prompt G times
+        input_ids, attn, positions, past = self._prefill_inputs(unique)
         out = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, cache=past, use_cache=True)
         past, logits = out.cache, out.logits[:, -1].float()
         if self.prefix_cache is not None:
-            self._remember(prompts, attn, past)
+            self._remember(unique, attn, past)
+        if len(unique) < batch:  # each prompt was prefilled once; now one row per request again
+            rows = torch.tensor([unique.index(p) for p in prompts])
+            past.batch_select_indices(rows)
+            logits, attn, positions = logits[rows], attn[rows], positions[rows]
         next_pos = positions[:, -1:] + 1
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]

@@ -19,6 +19,7 @@ from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
 
 from .atomic import append_jsonl, write_json_atomic
 from .config import ModelConfig, typed
+from .cpu_time import cpu_seconds
 from .curriculum import without_tags
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .leaderboard import append_row
@@ -43,7 +44,7 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
 
     from .run import env_maker
 
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), cpu_seconds()
     sc = typed(cfg.mode, SFTConfig)
     model_cfg = typed(cfg.model, ModelConfig)
     make_env, env_cfg = env_maker(cfg, run_dir.name, split=None)
@@ -95,14 +96,15 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
                "train_tasks": [t.task_id for t in train_tasks], "train_nll_before": nll_before,
                "train_nll_after": nll_after, "epoch_losses": losses, "success_before": before["success_rate"],
                "success_after": after["success_rate"], "delta": after["success_rate"] - before["success_rate"],
-               "model_dir": str(out_dir), "wall_s": round(time.monotonic() - t0, 1)}
+               "model_dir": str(out_dir), "wall_s": round(time.monotonic() - t0, 1),
+               "cpu_s": round(cpu_seconds() - cpu0, 1)}
     write_json_atomic(run_dir / "metrics.json", metrics)
     append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", {
         "timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"], "suite": metrics["suite"],
         "split": "test", "agent": "model", "model": model_cfg.name, "signal": "sft", "seed": cfg.seed,
         "n_tasks": len(test_tasks), "success_rate": round(after["success_rate"], 4),
         "mean_steps": round(after["mean_steps"], 2), "infra_failures": after["infra_failures"],
-        "tokens": sum(len(s.response_ids) for s in samples), "wall_s": metrics["wall_s"], "run_dir": str(run_dir),
+        "tokens": sum(len(s.response_ids) for s in samples), "wall_s": metrics["wall_s"], "cpu_s": metrics["cpu_s"], "run_dir": str(run_dir),
         "git_commit": git_commit(), "train_samples": len(samples), "success_before": round(before["success_rate"], 4),
         "success_after": round(after["success_rate"], 4), "delta": round(metrics["delta"], 4)})
     print(f"[sft] {len(samples)} samples from {len(demos)} oracle demos; train NLL {nll_before:.3f} -> {nll_after:.3f}; "

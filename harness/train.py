@@ -37,6 +37,7 @@ from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import ModelConfig, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
+from .cpu_time import cpu_seconds
 from .curriculum import filter_tasks, max_steps_at, without_tags
 from .eval_cache import EvalCache
 from .judge_accuracy import judge_accuracy
@@ -134,7 +135,7 @@ def _judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_
 def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     from .run import env_maker
 
-    t_start = time.monotonic()
+    t_start, cpu_start = time.monotonic(), cpu_seconds()
     tc = typed(cfg.mode, TrainConfig)
     signal = typed(cfg.signal, SignalConfig)
     model_cfg = typed(cfg.model, ModelConfig)
@@ -264,7 +265,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         "mean_step_score": sum(scores) / len(scores) if scores else None,
         "judge_votes": state["judge_votes"], "hints_accepted": state["hints_accepted"],
         "judge_neg_precision": acc["precision"], "judge_neg_recall": acc["recall"], "judge_labeled_steps": acc["n"],
-        "tokens": state["tokens"], "wall_s": round(time.monotonic() - t_start, 1), "curve": state["curve"],
+        "tokens": state["tokens"], "wall_s": round(time.monotonic() - t_start, 1),
+        "cpu_s": round(cpu_seconds() - cpu_start, 1), "curve": state["curve"],
         "train_log": read_jsonl(log_file),
     }
     write_json_atomic(run_dir / "metrics.json", metrics)
@@ -275,7 +277,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
            "signal": signal.name, "seed": cfg.seed, "n_tasks": len(test_tasks),
            "success_rate": round(after["success_rate"], 4), "mean_steps": round(after["mean_steps"], 2),
            "infra_failures": after["infra_failures"], "tokens": metrics["tokens"], "wall_s": metrics["wall_s"],
-           "run_dir": str(run_dir), "git_commit": git_commit(),
+           "cpu_s": metrics["cpu_s"], "run_dir": str(run_dir), "git_commit": git_commit(),
            **{k: ("" if metrics[k] is None else (round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]))
               for k in ("train_episodes", "train_samples", "success_before", "success_after", "delta",
                         "mean_step_score", "judge_votes", "hints_accepted", "judge_neg_precision",

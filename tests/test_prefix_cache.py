@@ -93,7 +93,7 @@ def test_generation_with_the_cache_equals_generation_without_it(policy):
         hits_before = policy.prefix_cache.hit_tokens
         _same(plain2, policy.sample_ids(mixed))
         reused = policy.prefix_cache.hit_tokens - hits_before
-        assert reused >= len(prompts[0]) + 2 * (len(prompts[1]) - 1)
+        assert reused >= len(prompts[0]) + len(prompts[1]) - 1  # the repeated prompt is prefilled once
     finally:
         policy.enable_prefix_cache(0)
 
