@@ -102,6 +102,7 @@ class ToolCallEnv(gym.Env[str, str]):
         self._episode: Episode | None = None
         self.task: Task | None = None
         self._graded = False
+        self._answer: Callable[[str], tuple[str, float, dict]] | None = None
 
     # -- what runs an episode ---------------------------------------------------------------------
     def python_runner(self):
@@ -147,21 +148,28 @@ class ToolCallEnv(gym.Env[str, str]):
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self._close_episode()
-        options = options or {}
-        if "task_id" in options:
-            if options["task_id"] not in self._by_id:
+        if self._episode is not None:
+            self._close_episode()
+        if options and "task_id" in options:
+            task = self._by_id.get(options["task_id"])
+            if task is None:
                 raise KeyError(f"unknown tool-call task {options['task_id']!r}")
-            self.task = self._by_id[options["task_id"]]
         else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = task
         t0 = time.monotonic()
-        self._episode = self._new_episode(self.task)
+        episode = self._episode = self._new_episode(task)
         self._graded = False
-        info = {"task_id": self.task.task_id, "suite": self.config.suite, "setup_s": time.monotonic() - t0}
-        return self._episode.first_observation(), info
+        # episodes that end on their first reply (BFCL single-turn) answer with the whole graded step
+        self._answer = getattr(episode, "answer", None)
+        info = {"task_id": task.task_id, "suite": self.config.suite, "setup_s": time.monotonic() - t0}
+        return episode.first_observation(), info
 
     def step(self, action: str):
+        if self._answer is not None and not self._graded:
+            self._graded = True
+            obs, outcome, info = self._answer(action)
+            return obs, outcome, True, False, info
         if self._episode is None:
             raise RuntimeError("call reset() before step()")
         try:
@@ -202,6 +210,7 @@ class ToolCallEnv(gym.Env[str, str]):
 
     # -- helpers ----------------------------------------------------------------------------------
     def _close_episode(self) -> None:
+        self._answer = None
         if self._episode is not None:
             self._episode.close()
             self._episode = None

@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
@@ -41,50 +40,120 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
-_load_strict = json.JSONDecoder(parse_constant=_reject_constant).decode  # built once: ~4 us a call saved
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)  # built once: ~4 us a call saved
+_load_strict = _STRICT.decode
+_scan = _STRICT.scan_once
+_JSON_WS = " \t\n\r"
+_OPEN, _CLOSE = "<tool_call>", "</tool_call>"
+_EMPTY = "empty reply: call a tool with <tool_call>{...}</tool_call>, or answer in plain text"
+_UNBALANCED = 'unbalanced <tool_call> tags: each call must be <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
 
 
-def parse_reply(reply: str) -> ParsedReply:
+def _split_blocks(body: str) -> tuple[list[str], str]:
+    """What `re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)` gives, by str.find
+    (~3x faster): a block runs from the leftmost `<tool_call>` to the first `</tool_call>` after it;
+    the text is what is left, joined and stripped."""
+    blocks, pieces, pos = [], [], 0
+    while True:
+        i = body.find(_OPEN, pos)
+        if i < 0:
+            break
+        j = body.find(_CLOSE, i + 11)
+        if j < 0:
+            break
+        pieces.append(body[pos:i])
+        blocks.append(body[i + 11:j])
+        pos = j + 12
+    pieces.append(body[pos:])
+    return blocks, "".join(pieces).strip()
+
+
+_MISSING = object()
+
+
+def _plain_calls(blocks: list[str]) -> list[tuple[str, dict]] | None:
+    """The calls of well-formed blocks (the usual case), or None for `_calls` to say what is wrong:
+    the C scanner under `_load_strict`, without its two whitespace regex passes. It makes plain dicts
+    and strs, so exact class checks equal the isinstance ones."""
+    calls = []
+    for raw in blocks:
+        body = raw.strip(_JSON_WS)
+        try:
+            obj, end = _scan(body, 0)
+        except (StopIteration, ValueError):
+            return None
+        if end != len(body) or obj.__class__ is not dict:
+            return None
+        name = obj.get("name")
+        if name.__class__ is not str:
+            return None
+        name = name.strip()
+        args = obj.get("arguments", _MISSING)
+        if args.__class__ is not dict:
+            if args is not _MISSING:
+                return None
+            args = {}
+        if not name:
+            return None
+        calls.append((name, args))
+    return calls
+
+
+def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, str | None]:
+    """The calls, or the reason the first bad block is bad (the checks `_plain_calls` makes, spelled out)."""
+    calls = []
+    for i, raw in enumerate(blocks, 1):
+        try:
+            obj = _load_strict(raw)
+        except json.JSONDecodeError as e:
+            return [], text, f"{_where(i, blocks)} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+        except ValueError as e:
+            return [], text, f"{_where(i, blocks)} is not valid JSON: {e}"
+        if not isinstance(obj, dict):
+            return [], text, (f'{_where(i, blocks)} must be a JSON object with "name" and "arguments", '
+                              f'got {type(obj).__name__}')
+        name = obj.get("name")
+        if not isinstance(name, str) or not name.strip():
+            return [], text, f'{_where(i, blocks)} has no "name" string'
+        args = obj.get("arguments", {})
+        if not isinstance(args, dict):
+            return [], text, (f'{_where(i, blocks)} to {name!r}: "arguments" must be a JSON object, '
+                              f'got {type(args).__name__}')
+        calls.append((name.strip(), args))
+    return calls, text, None
+
+
+def scan_calls(reply: str) -> tuple[list[tuple[str, dict]], str, str | None]:
+    """The reply's calls as (name, arguments) pairs, its text, and the reason it is malformed (None
+    when it is not); `parse_reply` without the objects, for graders that count microseconds."""
     if not isinstance(reply, str):
-        return ParsedReply(error=f"the reply must be text, got {type(reply).__name__}", source=repr(reply))
+        return [], "", f"the reply must be text, got {type(reply).__name__}"
     body = reply
     if "<think>" in body:
         body = _THINK.sub("", body)
         if "<think>" in body:  # unfinished reasoning: nothing after it counts
             body = body.split("<think>", 1)[0]
-    if "tool_call>" in body:
-        parts = _BLOCK.split(body)  # one scan: [text, call, text, call, ..., text]
-        blocks, text = parts[1::2], "".join(parts[0::2]).strip()
-    else:
-        blocks, text = [], body.strip()
-
-    def fail(reason: str) -> ParsedReply:
-        return ParsedReply(text=text, error=reason, source=reply)
-
-    if "<tool_call>" in text or "</tool_call>" in text:
-        return fail('unbalanced <tool_call> tags: each call must be <tool_call>{"name": ..., '
-                    '"arguments": {...}}</tool_call>')
+    if "tool_call>" not in body:
+        text = body.strip()
+        return [], text, None if text else _EMPTY
+    blocks, text = _split_blocks(body)
+    if text and (_OPEN in text or _CLOSE in text):
+        return [], text, _UNBALANCED
     if not blocks and not text:
-        return fail("empty reply: call a tool with <tool_call>{...}</tool_call>, or answer in plain text")
-    calls = []
-    for i, raw in enumerate(blocks, 1):
-        where = f"tool call {i}" if len(blocks) > 1 else "the tool call"
-        try:
-            obj = _load_strict(raw)
-        except json.JSONDecodeError as e:
-            return fail(f"{where} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})")
-        except ValueError as e:
-            return fail(f"{where} is not valid JSON: {e}")
-        if not isinstance(obj, dict):
-            return fail(f'{where} must be a JSON object with "name" and "arguments", got {type(obj).__name__}')
-        name = obj.get("name")
-        if not isinstance(name, str) or not name.strip():
-            return fail(f'{where} has no "name" string')
-        args = obj.get("arguments", {})
-        if not isinstance(args, dict):
-            return fail(f'{where} to {name!r}: "arguments" must be a JSON object, got {type(args).__name__}')
-        calls.append(ToolCall(name.strip(), args))
-    return ParsedReply(calls=tuple(calls), text=text, source=reply)
+        return [], text, _EMPTY
+    calls = _plain_calls(blocks)
+    return (calls, text, None) if calls is not None else _calls(blocks, text)
+
+
+def _where(i: int, blocks: list) -> str:
+    return f"tool call {i}" if len(blocks) > 1 else "the tool call"
+
+
+def parse_reply(reply: str) -> ParsedReply:
+    calls, text, error = scan_calls(reply)
+    if error is not None:
+        return ParsedReply(text=text, error=error, source=reply if isinstance(reply, str) else repr(reply))
+    return ParsedReply(calls=tuple(ToolCall(n, a) for n, a in calls), text=text, source=reply)
 
 
 def render_calls(calls: list[ToolCall]) -> str:

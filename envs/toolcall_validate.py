@@ -7,6 +7,7 @@ BFCL's ("dict", "float", "tuple", "any"); an int is accepted where a number is e
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .toolcall_parse import ToolCall
@@ -27,6 +28,22 @@ class ToolSpec:
     types: dict[str, str | None]  # argument -> type name (None: any)
     required: frozenset[str] = frozenset()
 
+    @functools.cached_property
+    def classes(self) -> dict[str, frozenset[type] | None]:
+        """Argument -> the classes of the JSON values `type_error` accepts (None: any), so that the
+        usual case takes one lookup; a value of any other class is left to `type_error` itself."""
+        return {arg: _json_classes(t) for arg, t in self.types.items()}
+
+
+def _json_classes(type_name) -> frozenset[type] | None:
+    if type_name is not None and not isinstance(type_name, str):
+        return frozenset()  # not a type name: `type_error` decides
+    accepted = _PY_TYPES.get(type_name or "")
+    if accepted is None:
+        return None
+    return frozenset(c for c in (str, int, float, bool, list, dict, type(None))
+                     if issubclass(c, accepted) and (c is not bool or bool in accepted))
+
 
 def type_error(value, type_name: str | None) -> str | None:
     accepted = _PY_TYPES.get(type_name or "")
@@ -43,17 +60,40 @@ def type_error(value, type_name: str | None) -> str | None:
 
 def check_call(call: ToolCall, spec: ToolSpec, check_types: bool = True) -> str | None:
     """The reason `call` is not acceptable to `spec`, or None."""
-    unknown = sorted(set(call.arguments) - set(spec.types))
-    if unknown:
+    return _arguments_problem(call.arguments, spec, check_types)
+
+
+def _arguments_problem(args: dict, spec: ToolSpec, check_types: bool) -> str | None:
+    if check_types:  # one pass settles the usual case (every argument known, of its type, none missing)
+        classes = spec.classes
+        try:
+            for arg, value in args.items():
+                accepted = classes[arg]
+                if accepted is not None and value.__class__ not in accepted:
+                    break
+            else:
+                if spec.required <= args.keys():
+                    return None
+        except KeyError:  # an unknown argument
+            pass
+    return _explain(args, spec, check_types)
+
+
+def _explain(args: dict, spec: ToolSpec, check_types: bool) -> str | None:
+    """The first problem, in order: unknown arguments, missing ones, wrong types."""
+    types = spec.types
+    if not args.keys() <= types.keys():
+        unknown = sorted(args.keys() - types.keys())
         return f"{spec.name}: unknown argument(s) {', '.join(map(repr, unknown))}; " \
-               f"it takes {', '.join(map(repr, spec.types)) or 'no arguments'}"
-    missing = sorted(spec.required - set(call.arguments))
-    if missing:
+               f"it takes {', '.join(map(repr, types)) or 'no arguments'}"
+    if not spec.required <= args.keys():
+        missing = sorted(spec.required - args.keys())
         return f"{spec.name}: missing required argument(s) {', '.join(map(repr, missing))}"
-    for arg, value in call.arguments.items():
-        problem = type_error(value, spec.types[arg]) if check_types else None
-        if problem:
-            return f"{spec.name}: argument {arg!r}: {problem}"
+    if check_types:
+        for arg, value in args.items():
+            problem = type_error(value, types[arg])
+            if problem:
+                return f"{spec.name}: argument {arg!r}: {problem}"
     return None
 
 
@@ -65,16 +105,31 @@ def check_calls(calls: tuple[ToolCall, ...] | list[ToolCall], specs: dict[str, T
     out = []
     for call in calls:
         name = (aliases or {}).get(call.name, call.name)
-        spec = specs.get(name)
-        if spec is None:
-            known = ", ".join(sorted(specs)) or "none"
-            return out, f"unknown tool {call.name!r}; the tools are: {known}"
-        canonical = ToolCall(name, call.arguments)
-        problem = check_call(canonical, spec, check_types)
+        problem = _call_problem(call.name, name, call.arguments, specs, check_types)
         if problem:
             return out, problem
-        out.append(canonical)
+        out.append(ToolCall(name, call.arguments))
     return out, None
+
+
+def first_problem(calls: list[tuple[str, dict]], specs: dict[str, ToolSpec], aliases: dict[str, str] | None = None,
+                  *, check_types: bool = True) -> str | None:
+    """`check_calls(...)[1]` on (name, arguments) pairs: for graders that need only the reason."""
+    for name, args in calls:
+        spec = specs.get(aliases.get(name, name) if aliases else name)
+        problem = _unknown_tool(name, specs) if spec is None else _arguments_problem(args, spec, check_types)
+        if problem:
+            return problem
+    return None
+
+
+def _call_problem(name: str, canonical: str, args: dict, specs: dict[str, ToolSpec], check_types: bool) -> str | None:
+    spec = specs.get(canonical)
+    return _unknown_tool(name, specs) if spec is None else _arguments_problem(args, spec, check_types)
+
+
+def _unknown_tool(name: str, specs: dict[str, ToolSpec]) -> str:
+    return f"unknown tool {name!r}; the tools are: {', '.join(sorted(specs)) or 'none'}"
 
 
 def spec_from_schema(schema: dict) -> ToolSpec:

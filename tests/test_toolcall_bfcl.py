@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent
 from envs import toolcall_bfcl as B
+from envs import toolcall_bfcl_single as S
 from envs.limits import EpisodeLimits
 from envs.toolcall import ToolCallEnv, ToolCallEnvConfig
 from envs.toolcall_bfcl_multi import _utils, reference_turns
@@ -158,6 +159,64 @@ def test_repeated_answers_reuse_the_verdict_and_labels_stay_per_step(env):
     _, first = grade(env, task, reply)
     _, second = grade(env, task, reply)
     assert first["step_label"] == second["step_label"] and first["step_label"] is not second["step_label"]
+
+
+def _replies(env, task):
+    """The reference, its perturbations, and replies that are malformed, plain text or unknown."""
+    out = [env.reference_actions(task)[0], "Plain text.", "<tool_call>{not json}</tool_call>", "",
+           '<tool_call>{"name": "nope", "arguments": {}}</tool_call>']
+    if task.data["category"] not in B.NO_CALL_EXPECTED:
+        out += [render_calls(calls) for _, calls in perturbations(task)]
+    return out
+
+
+def test_the_fast_single_turn_step_gives_what_act_and_grade_give(env):
+    """`answer` (reset + one call) against the generic path (act, then finalize) on every reply kind."""
+    for category in B.SINGLE_TURN:
+        for task in sample(env, category, 4):
+            for reply in _replies(env, task):
+                env.reset(options={"task_id": task.task_id})
+                fast = env.step(reply)
+                S._VERDICTS.clear()
+                env.reset(options={"task_id": task.task_id})
+                env._answer = None  # the generic path
+                generic = env.step(reply)
+                assert fast == generic, (task.task_id, reply)
+                assert env.step(reply)[1:4] == (0.0, True, False)  # a second answer is not graded again
+
+
+def test_dotted_names_converted_once_give_the_checkers_own_verdicts(env, config):
+    """Entries whose docs are converted up front get the checker's verdict on the original docs."""
+    from envs.toolcall_bfcl import answers, ast_checker, entries
+    from envs.toolcall_bfcl_check import checked, entry_inputs
+
+    checker, python = ast_checker()
+    model, seen = config.bfcl_checker_model, 0
+    for category in SINGLE:
+        dotted = [t for t in env.tasks if t.data["category"] == category
+                  and any("." in f["name"] for f in entries(category, False)[t.task_id]["function"])]
+        for task in dotted[:: max(1, len(dotted) // 6)][:6]:
+            prepared = entry_inputs(category, task.task_id, model)
+            assert prepared.functions is not entries(category, False)[task.task_id]["function"]
+            for _, calls in [("reference", B.reference_calls(category, task.task_id)), *perturbations(task)]:
+                pairs = [(c.name, c.arguments) for c in calls]
+                got = checked(prepared, pairs, category, model)
+                want = checker(entries(category, False)[task.task_id]["function"], [{n: a} for n, a in pairs],
+                               answers(category)[task.task_id], python, category, model)
+                assert (got["valid"], got.get("error_type"), S._first_error(got)) == \
+                       (want["valid"], want.get("error_type"), S._first_error(want)), (task.task_id, calls)
+                seen += 1
+    assert seen > 50
+
+
+def test_the_verdict_memo_is_bounded(env, monkeypatch):
+    monkeypatch.setattr(S, "_MAX_VERDICTS", 3)
+    S._VERDICTS.clear()
+    task = sample(env, "simple_python")[0]
+    replies = [f"answer {i}" for i in range(6)]
+    for reply in replies:
+        grade(env, task, reply)
+    assert len(S._VERDICTS) == 3 and [k[-1] for k in S._VERDICTS] == replies[-3:]
 
 
 # -- multi-turn -------------------------------------------------------------------------------------

@@ -43,10 +43,23 @@ def test_parse_valid(reply, calls, text):
     ('<tool_call>{"name": "f", "arguments": "{\\"x\\": 1}"}</tool_call>', '"arguments" must be a JSON object'),
     ('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{bad}</tool_call>', "tool call 2"),
     (None, "must be text"),
+    # a block ends at the first closing tag, as a regex would cut it; text outside blocks keeps its tags
+    ('<tool_call>{"name": "f", "arguments": {"x": "</tool_call>"}}</tool_call>', "unbalanced"),
+    ('<tool_call><tool_call>{"name": "f"}</tool_call>', "not valid JSON"),
+    ('<tool_<tool_call>{"name": "f"}</tool_call>call>', "unbalanced"),
+    ('<tool_call>{"name": "f"}</tool_call> and <tool_call>', "unbalanced"),
+    ('<tool_call>\u3000{"name": "f"}</tool_call>', "not valid JSON"),  # JSON whitespace only
+    ('<tool_call>{"name": "f"} {}</tool_call>', "not valid JSON"),
+    ('<tool_call>{"name": "f", "arguments": null}</tool_call>', '"arguments" must be a JSON object'),
 ])
 def test_parse_malformed_is_a_reason_not_an_exception(reply, reason):
     p = parse_reply(reply)
     assert p.error and reason in p.error and not p.calls
+
+
+def test_whitespace_inside_blocks_and_the_text_around_them():
+    p = parse_reply(' Hi <tool_call>\n\t{"name": " a ", "arguments": {}} \r\n</tool_call> there ')
+    assert p.error is None and [(c.name, c.arguments) for c in p.calls] == [("a", {})] and p.text == "Hi  there"
 
 
 def test_render_roundtrip():
@@ -72,6 +85,9 @@ def test_tool_responses_are_blocks_and_capped():
     (ToolCall("get_order", {"order_id": True}), "expected integer, got boolean"),
     (ToolCall("set_price", {"sku": "A", "price": None}), "expected number, got null"),
     (ToolCall("search", {"tags": "a,b"}), "expected array, got string"),
+    (ToolCall("get_order", {"order_id": "3", "verbose": True}), "unknown argument(s) 'verbose'"),  # in order
+    (ToolCall("set_price", {"sku": 1}), "missing required argument(s) 'price'"),
+    (ToolCall("search", {"query": "q", "tags": "t"}), "'tags': expected array, got string"),
 ])
 def test_check_calls(call, problem):
     _, got = check_calls([call], SPECS)
