@@ -1,0 +1,146 @@
+"""`python -m harness.signal_report <sweep dir>...`: the signal comparison of training sweeps, per
+(signal, feedback) and seed, with differences paired against outcome reward of the same seed.
+
+Task success on a small test split moves in steps of 1/n and is often 0 for a small model, so next to
+it this reads the test episodes' verifiable step labels (tool-call env: `well_formed`,
+`executed_ok`, `matches_reference`) from each run's `eval_after.jsonl`: the share of test steps with
+each label true, a denser view of what training changed. Writes `signal_comparison.csv`,
+`signal_comparison.md` and `signal_comparison.png` next to the first sweep dir (or `--out`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from .atomic import write_text_atomic
+
+LABELS = ("well_formed", "executed_ok", "matches_reference")
+METRICS = ("success", *LABELS)
+
+
+def label_rates(eval_file: Path) -> dict[str, float]:
+    """Success rate and, per step label, the share of steps where it is true, over one eval file."""
+    trajs = [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
+    steps = [s.get("info", {}).get("step_label") or {} for t in trajs for s in t["steps"]]
+    out = {"success": sum(bool(t["success"]) for t in trajs) / max(1, len(trajs))}
+    for label in LABELS:
+        known = [s[label] for s in steps if label in s]
+        out[label] = sum(known) / len(known) if known else float("nan")
+    return out
+
+
+def load_runs(sweeps: list[Path]) -> tuple[list[dict], dict | None]:
+    runs, before = [], None
+    for sweep in sweeps:
+        for metrics_file in sorted(Path(sweep).glob("*/metrics.json")):
+            run_dir = metrics_file.parent
+            m = json.loads(metrics_file.read_text())
+            if (run_dir / "eval_before.jsonl").exists() and before is None:
+                before = label_rates(run_dir / "eval_before.jsonl")
+            if not (run_dir / "eval_after.jsonl").exists():
+                continue
+            feedback = "-" if m["signal"] == "outcome" else ("oracle" if "oracle" in (m["judge"], m["hints"]) else "model")
+            runs.append({"signal": m["signal"], "feedback": feedback, "seed": m["seed"], "run_dir": str(run_dir),
+                         "train_samples": m["train_samples"], "cpu_s": m.get("cpu_s"), "wall_s": m["wall_s"],
+                         "judge_votes": m["judge_votes"], "hints_accepted": m["hints_accepted"],
+                         **label_rates(run_dir / "eval_after.jsonl")})
+    return runs, before
+
+
+def paired(runs: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per (signal, feedback): for each metric, run minus the outcome run of the same seed."""
+    base = {r["seed"]: r for r in runs if r["signal"] == "outcome"}
+    out: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in runs:
+        if r["signal"] != "outcome" and r["seed"] in base:
+            for k in METRICS:
+                out[(r["signal"], r["feedback"])][k].append(r[k] - base[r["seed"]][k])
+    return out
+
+
+def _fmt(xs: list[float]) -> str:
+    if not xs:
+        return "N/A"
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):+.3f} ± {sd:.3f} ({', '.join(f'{x:+.2f}' for x in xs)})"
+
+
+def markdown(runs: list[dict], before: dict | None) -> str:
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in runs:
+        groups[(r["signal"], r["feedback"])].append(r)
+    lines = []
+    if before:
+        lines.append("Before training (the SFT checkpoint, greedy): " +
+                     ", ".join(f"{k} {before[k]:.3f}" for k in METRICS) + "\n")
+    lines += ["| signal | feedback | seeds | " + " | ".join(f"{k} after" for k in METRICS) +
+              " | train samples | CPU s / run |", "|" + "---|" * (len(METRICS) + 5)]
+    for (sig, fb), rs in sorted(groups.items()):
+        cells = [f"{statistics.mean(r[k] for r in rs):.3f}" for k in METRICS]
+        cpu = [r["cpu_s"] for r in rs if r["cpu_s"] is not None]
+        cpu_cell = f"{statistics.mean(cpu):.0f}" if cpu else "N/A"
+        samples = statistics.mean(r["train_samples"] for r in rs)
+        lines.append(f"| {sig} | {fb} | {len(rs)} | " + " | ".join(cells) + f" | {samples:.1f} | {cpu_cell} |")
+    lines += ["", "Paired difference vs outcome (same seed): mean ± sd over seeds (per-seed values)", "",
+              "| signal | feedback | " + " | ".join(f"Δ {k}" for k in METRICS) + " |", "|" + "---|" * (len(METRICS) + 2)]
+    for (sig, fb), d in sorted(paired(runs).items()):
+        lines.append(f"| {sig} | {fb} | " + " | ".join(_fmt(d[k]) for k in METRICS) + " |")
+    total_cpu = sum(r["cpu_s"] or 0 for r in runs)
+    lines += ["", f"{len(runs)} runs, {total_cpu / 60:.0f} CPU minutes in all (model servers included, Docker not)."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = paired(runs)
+    keys = sorted(d)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=120)
+    for ax, metric in zip(axes, ("success", "matches_reference")):
+        for i, key in enumerate(keys):
+            xs = d[key][metric]
+            ax.bar(i, statistics.mean(xs), color="C0" if key[1] == "model" else "C1", alpha=0.5)
+            ax.scatter([i] * len(xs), xs, color="k", s=12, zorder=3)
+        ax.axhline(0, color="gray", lw=1)
+        ax.set_xticks(range(len(keys)), [f"{s}\n{f}" for s, f in keys], fontsize=8)
+        ax.set_title(f"test {metric.replace('_', ' ')}: paired Δ vs outcome", fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("bars: mean over seeds (blue: model judge/hints, orange: oracle); dots: seeds", fontsize=8)
+    fig.tight_layout()
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sweeps", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    runs, before = load_runs(a.sweeps)
+    if not runs:
+        print(f"error: no finished training runs under {', '.join(map(str, a.sweeps))}")
+        return 2
+    out = a.out or a.sweeps[0].parent
+    out.mkdir(parents=True, exist_ok=True)
+    cols = ["signal", "feedback", "seed", *METRICS, "train_samples", "judge_votes", "hints_accepted", "cpu_s",
+            "wall_s", "run_dir"]
+    rows = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in sorted(runs, key=lambda r: (r["signal"], r["feedback"], r["seed"]))]
+    write_text_atomic(out / "signal_comparison.csv", "\n".join(rows) + "\n")
+    md = markdown(runs, before)
+    write_text_atomic(out / "signal_comparison.md", md)
+    if paired(runs):
+        plot(runs, out / "signal_comparison.png")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
