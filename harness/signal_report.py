@@ -64,8 +64,9 @@ def paired(runs: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:
 def _fmt(xs: list[float]) -> str:
     if not xs:
         return "N/A"
-    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    return f"{statistics.mean(xs):+.3f} ± {sd:.3f} ({', '.join(f'{x:+.2f}' for x in xs)})"
+    if len(xs) == 1:
+        return f"{xs[0]:+.3f} (1 seed)"
+    return f"{statistics.mean(xs):+.3f} ± {statistics.stdev(xs):.3f} ({', '.join(f'{x:+.2f}' for x in xs)})"
 
 
 def markdown(runs: list[dict], before: dict | None) -> str:
