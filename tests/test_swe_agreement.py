@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from envs.swe import SWEEnv, SWEEnvConfig
+from envs.sandbox import wait_for_background_removals
 from envs.swe_grading import grade_patch
 from envs.swe_instances import load_swe_suite
 from harness.config import compose, typed
@@ -53,23 +54,24 @@ def test_same_verdicts_as_swebench_harness(tmp_path, sandbox_config, docker):
              "wrong": {t.task_id: _wrong_patch(tmp_path, t) for t in tasks},
              "unappliable": {t.task_id: _unappliable(t) for t in tasks},
              "empty": {t.task_id: "" for t in tasks}}
-    procs = {}
-    for kind, patches in preds.items():
-        pred_file = tmp_path / f"{kind}.jsonl"
-        pred_file.write_text("".join(
-            json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": kind}) + "\n"
-            for i, p in patches.items()))
-        procs[kind] = subprocess.Popen(
-            [sys.executable, "-m", "swebench.harness.run_evaluation", "-d", str(INSTANCES), "-s", "test",
-             "-i", *IDS, "-p", str(pred_file), "--max_workers", "2", "-id", f"agree-{kind}",
-             "--report_dir", str(tmp_path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
     ours = {(kind, t.task_id): grade_patch(env.image_for(t), t.data["instance"], preds[kind][t.task_id],
                                            sandbox=env.sandbox_config, run_id="pytest-swe-agree", client=docker)
             for kind in preds for t in tasks}
     env.close()
-    for kind, proc in procs.items():
-        out, _ = proc.communicate(timeout=600)
+    wait_for_background_removals()
+    for kind, patches in preds.items():
+        # One harness run at a time: its report lists every container on the daemon and inspects each,
+        # so containers another run removes meanwhile make it fail with a 404 (seen in CI).
+        pred_file = tmp_path / f"{kind}.jsonl"
+        pred_file.write_text("".join(
+            json.dumps({"instance_id": i, "model_patch": p, "model_name_or_path": kind}) + "\n"
+            for i, p in patches.items()))
+        proc = subprocess.run(
+            [sys.executable, "-m", "swebench.harness.run_evaluation", "-d", str(INSTANCES), "-s", "test",
+             "-i", *IDS, "-p", str(pred_file), "--max_workers", "2", "-id", f"agree-{kind}",
+             "--report_dir", str(tmp_path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, timeout=600)
+        out = proc.stdout
         assert proc.returncode == 0, out[-3000:]
         run = json.loads((tmp_path / f"{kind}.agree-{kind}.json").read_text())
         assert run["unstopped_instances"] == 0
