@@ -13,6 +13,9 @@ class NextStateEnv(Protocol):
     env can check a step (a call matching the reference, a command's exit code), is a dict of bools."""
 
     tasks: list[Task]
+    seed_shapes_episodes: bool
+    """Whether `reset(seed=...)` changes what an episode of a task is (MiniWoB's random pages do).
+    Where it does not, a greedy evaluation is the same for every seed and is cached once."""
 
     def reference_actions(self, task: Task) -> list[str]:
         """The replies an oracle sends to solve `task` through the env's own action path."""

@@ -85,6 +85,7 @@ def _hydra_run_dir(run_id: str) -> Path | None:
 
 class GUIEnv(gym.Env[str, str]):
     metadata = {"render_modes": []}
+    seed_shapes_episodes = True  # MiniWoB seeds each page's random content
 
     def __init__(self, config: GUIEnvConfig | None = None, sandbox=None, *, tasks: list[Task] | None = None,
                  split: str | None = None, run_id: str = "adhoc", output_dir: str | Path | None = None):

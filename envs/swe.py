@@ -56,6 +56,7 @@ def _resolve(path: str) -> Path:
 
 class SWEEnv(gym.Env[str, str]):
     metadata = {"render_modes": []}
+    seed_shapes_episodes = False
 
     def __init__(self, config: SWEEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):

@@ -52,6 +52,7 @@ def render_next_state(ns: NextState, max_chars: int) -> str:
 
 class TerminalEnv(gym.Env[str, str]):
     metadata = {"render_modes": []}
+    seed_shapes_episodes = False
 
     def __init__(self, config: TerminalEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):

@@ -82,6 +82,7 @@ def _module(task: Task):
 
 class ToolCallEnv(gym.Env[str, str]):
     metadata = {"render_modes": []}
+    seed_shapes_episodes = False
 
     def __init__(self, config: ToolCallEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):

@@ -6,16 +6,22 @@ it this reads the test episodes' verifiable step labels (tool-call env: `well_fo
 `executed_ok`, `matches_reference`) from each run's `eval_after.jsonl`: the share of test steps with
 each label true, a denser view of what training changed. Writes `signal_comparison.csv`,
 `signal_comparison.md` and `signal_comparison.png` next to the first sweep dir (or `--out`).
+
+An input may also be a `signal_comparison.csv` written earlier: its runs join the new ones, so a grid
+finished over several sessions (whose run dirs are gone) is reported as one. A (signal, feedback,
+seed) given twice is an error, not a silent double count.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
 from .atomic import write_text_atomic
+from .leaderboard_report import Stat
 
 LABELS = ("well_formed", "executed_ok", "matches_reference")
 METRICS = ("success", *LABELS)
@@ -32,23 +38,52 @@ def label_rates(eval_file: Path) -> dict[str, float]:
     return out
 
 
-def load_runs(sweeps: list[Path]) -> tuple[list[dict], dict | None]:
-    runs, before = [], None
-    for sweep in sweeps:
-        for metrics_file in sorted(Path(sweep).glob("*/metrics.json")):
-            run_dir = metrics_file.parent
-            m = json.loads(metrics_file.read_text())
-            if (run_dir / "eval_before.jsonl").exists() and before is None:
-                before = label_rates(run_dir / "eval_before.jsonl")
-            if not (run_dir / "eval_after.jsonl").exists():
-                continue
-            feedback = "-" if m["signal"] == "outcome" else ("oracle" if "oracle" in (m["judge"], m["hints"]) else "model")
-            runs.append({"signal": m["signal"], "feedback": feedback, "seed": m["seed"], "run_dir": str(run_dir),
-                         "train_samples": m["train_samples"], "cpu_s": m.get("cpu_s"), "wall_s": m["wall_s"],
-                         "judge_votes": m["judge_votes"], "hints_accepted": m["hints_accepted"],
-                         **label_rates(run_dir / "eval_after.jsonl")})
+COLUMNS = ("signal", "feedback", "seed", *METRICS, "train_samples", "judge_votes", "hints_accepted", "cpu_s",
+           "wall_s", "run_dir")
+
+
+def _from_csv(path: Path) -> list[dict]:
+    """Runs from an earlier report's `signal_comparison.csv`."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows and set(COLUMNS) - set(rows[0]):
+        raise SystemExit(f"error: {path} is not a signal_comparison.csv (missing {sorted(set(COLUMNS) - set(rows[0]))})")
+    ints, floats = ("seed", "train_samples", "judge_votes", "hints_accepted"), (*METRICS, "cpu_s", "wall_s")
+    return [{**r, **{k: int(r[k]) for k in ints},
+             **{k: (float(r[k]) if r[k] not in ("", "None") else None) for k in floats}} for r in rows]
+
+
+def load_runs(inputs: list[Path]) -> tuple[list[dict], dict | None]:
+    """Finished runs of sweep dirs and earlier CSVs, and the before-training rates (from the first
+    sweep holding an `eval_before.jsonl`)."""
+    runs, before, seen = [], None, {}
+    for source in map(Path, inputs):
+        found, sweep_before = (_from_csv(source), None) if source.is_file() else _from_sweep(source)
+        before = before or sweep_before
+        for run in found:
+            key = (run["signal"], run["feedback"], run["seed"])
+            if key in seen:
+                raise SystemExit(f"error: {key} appears twice: {seen[key]} and {run['run_dir']}")
+            seen[key] = run["run_dir"]
+            runs.append(run)
     return runs, before
 
+
+def _from_sweep(sweep: Path) -> tuple[list[dict], dict | None]:
+    runs, before = [], None
+    for metrics_file in sorted(sweep.glob("*/metrics.json")):
+        run_dir = metrics_file.parent
+        m = json.loads(metrics_file.read_text())
+        if (run_dir / "eval_before.jsonl").exists() and before is None:
+            before = label_rates(run_dir / "eval_before.jsonl")
+        if not (run_dir / "eval_after.jsonl").exists():
+            continue
+        feedback = "-" if m["signal"] == "outcome" else ("oracle" if "oracle" in (m["judge"], m["hints"]) else "model")
+        runs.append({"signal": m["signal"], "feedback": feedback, "seed": m["seed"], "run_dir": str(run_dir),
+                     "train_samples": m["train_samples"], "cpu_s": m.get("cpu_s"), "wall_s": m["wall_s"],
+                     "judge_votes": m["judge_votes"], "hints_accepted": m["hints_accepted"],
+                     **label_rates(run_dir / "eval_after.jsonl")})
+    return runs, before
 
 def paired(runs: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Per (signal, feedback): for each metric, run minus the outcome run of the same seed."""
@@ -66,7 +101,8 @@ def _fmt(xs: list[float]) -> str:
         return "N/A"
     if len(xs) == 1:
         return f"{xs[0]:+.3f} (1 seed)"
-    return f"{statistics.mean(xs):+.3f} ± {statistics.stdev(xs):.3f} ({', '.join(f'{x:+.2f}' for x in xs)})"
+    st = Stat.of(xs)
+    return f"{st.mean:+.3f} ± {st.half:.3f} ({', '.join(f'{x:+.2f}' for x in xs)})"
 
 
 def markdown(runs: list[dict], before: dict | None) -> str:
@@ -85,7 +121,8 @@ def markdown(runs: list[dict], before: dict | None) -> str:
         cpu_cell = f"{statistics.mean(cpu):.0f}" if cpu else "N/A"
         samples = statistics.mean(r["train_samples"] for r in rs)
         lines.append(f"| {sig} | {fb} | {len(rs)} | " + " | ".join(cells) + f" | {samples:.1f} | {cpu_cell} |")
-    lines += ["", "Paired difference vs outcome (same seed): mean ± sd over seeds (per-seed values)", "",
+    lines += ["", "Paired difference vs outcome (same seed): mean over seeds ± half-width of its 95% t-interval "
+              "(per-seed values)", "",
               "| signal | feedback | " + " | ".join(f"Δ {k}" for k in METRICS) + " |", "|" + "---|" * (len(METRICS) + 2)]
     for (sig, fb), d in sorted(paired(runs).items()):
         lines.append(f"| {sig} | {fb} | " + " | ".join(_fmt(d[k]) for k in METRICS) + " |")
@@ -122,7 +159,7 @@ def plot(runs: list[dict], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("sweeps", nargs="+", type=Path)
+    ap.add_argument("sweeps", nargs="+", type=Path, help="sweep dirs and/or earlier signal_comparison.csv files")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     runs, before = load_runs(a.sweeps)
@@ -131,9 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = a.out or a.sweeps[0].parent
     out.mkdir(parents=True, exist_ok=True)
-    cols = ["signal", "feedback", "seed", *METRICS, "train_samples", "judge_votes", "hints_accepted", "cpu_s",
-            "wall_s", "run_dir"]
-    rows = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in sorted(runs, key=lambda r: (r["signal"], r["feedback"], r["seed"]))]
+    rows = [",".join(COLUMNS)] + [",".join(str(r[c]) for c in COLUMNS)
+                                  for r in sorted(runs, key=lambda r: (r["signal"], r["feedback"], r["seed"]))]
     write_text_atomic(out / "signal_comparison.csv", "\n".join(rows) + "\n")
     md = markdown(runs, before)
     write_text_atomic(out / "signal_comparison.md", md)

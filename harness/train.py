@@ -14,6 +14,7 @@ reference. Both speak the same protocol (embedded CPU server or SGLang).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import shutil
 import time
@@ -137,6 +138,10 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
 
     t_start, cpu_start = time.monotonic(), cpu_seconds()
     tc = typed(cfg.mode, TrainConfig)
+    done = _finished(run_dir)
+    if done is not None and done.get("iterations", 0) >= tc.iterations:  # a sweep run again skips it
+        print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
+        return done
     signal = typed(cfg.signal, SignalConfig)
     model_cfg = typed(cfg.model, ModelConfig)
     backend = typed(cfg.backend, BackendConfig)
@@ -195,7 +200,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         else:
             policy.sampling = eval_sampling
             (run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
-            cache = EvalCache(Path(cfg.paths.cache_dir) / "evals", init_path, env_cfg, test_tasks, eval_sampling, cfg.seed)
+            cache = EvalCache(Path(cfg.paths.cache_dir) / "evals", init_path, env_cfg, test_tasks, eval_sampling,
+                              cfg.seed if getattr(env, "seed_shapes_episodes", True) else None)
             before = cache.get()
             if before is None:  # greedy decoding of the same weights on the same tasks: computed once per sweep
                 before = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
@@ -259,7 +265,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         "env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "signal": signal.name,
         "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.use_opd else "-",
         "judge": judge_cfg.name if signal.use_prm else "-", "hints": hints_cfg.name if signal.use_opd else "-",
-        "train_episodes": state["train_episodes"], "train_samples": state["train_samples"],
+        "iterations": tc.iterations, "train_episodes": state["train_episodes"], "train_samples": state["train_samples"],
         "success_before": state["success_before"], "success_after": after["success_rate"],
         "delta": after["success_rate"] - state["success_before"],
         "mean_step_score": sum(scores) / len(scores) if scores else None,
@@ -287,6 +293,15 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "
           f"({metrics['train_episodes']} episodes, {metrics['train_samples']} samples, {metrics['wall_s']:.0f} s)")
     return metrics
+
+
+def _finished(run_dir: Path) -> dict | None:
+    """The metrics of a run that already finished in `run_dir` (a resumed one can still ask for more
+    iterations), or None."""
+    try:
+        return json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
 
 
 def _maybe_plot_sweep(run_dir: Path) -> None:

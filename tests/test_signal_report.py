@@ -41,7 +41,18 @@ def test_label_rates_and_pairing_by_seed(tmp_path):
     assert main([str(sweep), "--out", str(tmp_path / "out")]) == 0
     md = (tmp_path / "out" / "signal_comparison.md").read_text()
     assert "| prm | oracle | +0.500 ± 0.000 (+0.50, +0.50) | " in md
+    # the 95% t-interval over 2 seeds: mean (2/3 + 1/2)/2, half-width t(0.975, 1) * sd / sqrt(2) = 12.706 * 1/12
+    assert "+0.583 ± 1.059 (+0.67, +0.50)" in md
     assert (tmp_path / "out" / "signal_comparison.png").stat().st_size > 1000
+
+    # a later session's sweep joins the earlier report's CSV (whose run dirs may be gone)
+    later = tmp_path / "later"
+    _run(later, "0", "outcome", 2, "-", "-", [(False, [(True, False)])])
+    _run(later, "1", "prm", 2, "oracle", "-", [(False, [(True, True)])])
+    runs, _ = load_runs([tmp_path / "out" / "signal_comparison.csv", later])
+    assert len(runs) == 6 and paired(runs)[("prm", "oracle")]["matches_reference"] == pytest.approx([1 - 1 / 3, 0.5, 1.0])
+    with pytest.raises(SystemExit, match="appears twice"):
+        load_runs([tmp_path / "out" / "signal_comparison.csv", sweep])
 
 
 def test_no_finished_runs_is_a_clear_error(tmp_path, capsys):

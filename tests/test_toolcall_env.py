@@ -168,3 +168,16 @@ def test_tools_are_openai_function_schemas(env):
             assert set(params["required"]) <= set(params["properties"])
             assert all(p["type"] in {"string", "integer", "number", "boolean", "array", "object"}
                        for p in params["properties"].values())
+
+
+def test_the_seed_does_not_shape_an_episode(env):
+    """The env says `seed_shapes_episodes = False`, so training caches one greedy before-eval for every
+    seed of a sweep: the same task and reply give the same next states under any seed."""
+    assert env.seed_shapes_episodes is False
+    reply = '<tool_call>{"name": "get_order", "arguments": {"order_id": 5}}</tool_call>'
+    seen = set()
+    for seed in (0, 1, 12345):
+        obs0, _ = env.reset(seed=seed, options={"task_id": STATE_TASK})
+        obs1, *_ = env.step(reply)
+        seen.add((obs0, obs1))
+    assert len(seen) == 1

@@ -87,6 +87,15 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     worst = max(float((resumed[k] - trained[k]).abs().max()) for k in trained)
     assert worst < 1e-6, f"resumed run diverged from the straight one by {worst}"
 
+    # a sweep run again skips its finished jobs (asking for no more iterations): no new row, weights untouched
+    n_rows, mtime = len(read_rows(tmp_path / "leaderboard.csv")[1]), (half / "weights" / "model.safetensors").stat().st_mtime_ns
+    p = subprocess.run([sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.iterations=2",
+                        f"resume={half}", f"hydra.run.dir={half}"], cwd=ROOT, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and "already finished" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == n_rows
+    assert (half / "weights" / "model.safetensors").stat().st_mtime_ns == mtime
+
 
 def test_curriculum_knobs():
     from harness.curriculum import filter_tasks, max_steps_at
