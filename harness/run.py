@@ -42,7 +42,8 @@ def env_maker(cfg: DictConfig, run_id: str, split: str | None):
     return make, env_cfg
 
 
-def select_tasks(env, split: str, limit: int | None, seed: int, exclude_tags=None):
+def select_tasks(env, limit: int | None, exclude_tags=None):
+    """The env's tasks (already narrowed to the split it was made with), less excluded tags, first `limit`."""
     tasks = without_tags(env.unwrapped.tasks, exclude_tags)
     return tasks[:limit] if limit else tasks
 
@@ -81,7 +82,7 @@ def main(cfg: DictConfig) -> dict:
         if cfg.agent.name == "model":
             policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
                                                       cfg.paths.cache_dir, log_path=run_dir / "server.log"))
-        tasks = select_tasks(pool.get(), cfg.split, cfg.limit, cfg.seed, cfg.get("exclude_tags"))
+        tasks = select_tasks(pool.get(), cfg.limit, cfg.get("exclude_tags"))
         result = evaluate(
             pool, agent_factory(cfg.agent.name, policy), tasks, run_dir=run_dir,
             system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
