@@ -59,8 +59,9 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m slow
 
-# Issue 8's experiment (conf/experiment/signal_comparison.yaml; ~1-2 h on 2 cores). The two arms run
-# side by side, seed by seed, so an interrupted sweep still holds whole seeds.
+# Issue 8's experiment (conf/experiment/signal_comparison.yaml; ~2 h on 2 cores). The two arms run
+# side by side, seed by seed, so an interrupted sweep still holds whole seeds; run it again and finished
+# jobs are skipped, killed ones resume from their last iteration.
 SC_DIR ?= results/signal_comparison
 sft-toolcall: setup
 	@test -f $(SC_DIR)/sft/model/model.safetensors || $(PY) -m harness.run +experiment=sft_toolcall
@@ -71,6 +72,7 @@ signal-comparison: sft-toolcall
 	$(PY) -m harness.run -m +experiment=signal_comparison seed=0,1,2 +feedback=oracle signal=prm,opd,prm_opd \
 		hydra.sweep.dir=$(SC_DIR)/multirun/oracle > $(SC_DIR)/oracle_arm.log 2>&1 & b=$$!; \
 	wait $$a && wait $$b
+	$(PY) -m harness.signal_report $(SC_DIR)/multirun/model $(SC_DIR)/multirun/oracle --out $(SC_DIR)
 	$(PY) -m harness.leaderboard $(SC_DIR)/leaderboard.csv --out $(SC_DIR)/report
 
 regress: setup  # the CI regression benchmark against results/baselines/ (conf/regress/default.yaml)
