@@ -58,6 +58,8 @@ def load_runs(inputs: list[Path]) -> tuple[list[dict], dict | None]:
     sweep holding an `eval_before.jsonl`)."""
     runs, before, seen = [], None, {}
     for source in map(Path, inputs):
+        if not source.exists():
+            raise SystemExit(f"error: {source}: no such sweep dir or signal_comparison.csv")
         found, sweep_before = (_from_csv(source), None) if source.is_file() else _from_sweep(source)
         before = before or sweep_before
         for run in found:
@@ -84,6 +86,7 @@ def _from_sweep(sweep: Path) -> tuple[list[dict], dict | None]:
                      "judge_votes": m["judge_votes"], "hints_accepted": m["hints_accepted"],
                      **label_rates(run_dir / "eval_after.jsonl")})
     return runs, before
+
 
 def paired(runs: list[dict]) -> dict[tuple[str, str], dict[str, list[float]]]:
     """Per (signal, feedback): for each metric, run minus the outcome run of the same seed."""

@@ -58,3 +58,5 @@ def test_label_rates_and_pairing_by_seed(tmp_path):
 def test_no_finished_runs_is_a_clear_error(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert "no finished training runs" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no such sweep dir"):
+        main([str(tmp_path / "typo")])
