@@ -60,10 +60,15 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] Docker not reachable ({e}); containers cannot be reaped", file=sys.stderr)
     if removed:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
+    if cfg.mode.name == "train":
+        from .train import already_finished, train_main
+
+        done = already_finished(cfg, run_dir)
+        if done is not None:
+            print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
+            return done
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     if cfg.mode.name == "train":
-        from .train import train_main
-
         return train_main(cfg, run_dir)
     if cfg.mode.name == "sft":
         from .sft_run import sft_main

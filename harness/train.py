@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from agents.base import ModelAgent
 from agents.serving import BackendConfig
@@ -138,10 +138,6 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
 
     t_start, cpu_start = time.monotonic(), cpu_seconds()
     tc = typed(cfg.mode, TrainConfig)
-    done = _finished(run_dir)
-    if done is not None and done.get("iterations", 0) >= tc.iterations:  # a sweep run again skips it
-        print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
-        return done
     signal = typed(cfg.signal, SignalConfig)
     model_cfg = typed(cfg.model, ModelConfig)
     backend = typed(cfg.backend, BackendConfig)
@@ -295,13 +291,23 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     return metrics
 
 
-def _finished(run_dir: Path) -> dict | None:
-    """The metrics of a run that already finished in `run_dir` (a resumed one can still ask for more
-    iterations), or None."""
+def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
+    """The metrics of this same run, finished earlier in `run_dir` (so a sweep run again skips its
+    finished jobs), or None. A resumed run may ask for more iterations, and then goes on. A finished
+    run there with another config is an error: its results would be filed under the wrong config."""
     try:
-        return json.loads((run_dir / "metrics.json").read_text())
+        done = json.loads((run_dir / "metrics.json").read_text())
+        before = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     except (OSError, json.JSONDecodeError):
         return None
+    if done.get("iterations", 0) < cfg.mode.iterations:
+        return None
+    now = OmegaConf.to_container(cfg, resolve=True)
+    changed = sorted(k for k in {*before, *now} - {"resume"} if before.get(k) != now.get(k))
+    if changed:
+        raise SystemExit(f"{run_dir} holds a finished run with another config (differs in: {', '.join(changed)}); "
+                         "choose another run dir (hydra.run.dir / hydra.sweep.dir) or delete that one")
+    return done
 
 
 def _maybe_plot_sweep(run_dir: Path) -> None:

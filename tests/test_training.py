@@ -57,13 +57,17 @@ def test_ppo_update_changes_every_trained_parameter(cfg):
     assert not unchanged, f"parameters not trained: {unchanged[:5]}"
 
 
-def _train(tmp_path, *extra, name="run"):
+def _run(tmp_path, *extra, name="run"):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
     args = [sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1",
             "split=all", "progress=false", "parallel=1", "mode.tasks_per_iter=2", "mode.group_size=2",
             "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
             f"hydra.run.dir={tmp_path / name}", *extra]
-    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+
+
+def _train(tmp_path, *extra, name="run"):
+    p = _run(tmp_path, *extra, name=name)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     return tmp_path / name
 
@@ -87,14 +91,16 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     worst = max(float((resumed[k] - trained[k]).abs().max()) for k in trained)
     assert worst < 1e-6, f"resumed run diverged from the straight one by {worst}"
 
-    # a sweep run again skips its finished jobs (asking for no more iterations): no new row, weights untouched
+    # the same command again skips the finished run: no new row, the weights untouched
     n_rows, mtime = len(read_rows(tmp_path / "leaderboard.csv")[1]), (half / "weights" / "model.safetensors").stat().st_mtime_ns
-    p = subprocess.run([sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.iterations=2",
-                        f"resume={half}", f"hydra.run.dir={half}"], cwd=ROOT, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)),
-                       capture_output=True, text=True, timeout=300)
+    p = _run(tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
     assert p.returncode == 0 and "already finished" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == n_rows
     assert (half / "weights" / "model.safetensors").stat().st_mtime_ns == mtime
+    # that run dir asked for a different run is refused, and its config is left as it was
+    p = _run(tmp_path, "mode.iterations=2", "mode.lr=1e-3", f"resume={half}", name="resumed")
+    assert p.returncode != 0 and "another config (differs in: mode)" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "lr: 0.0001" in (half / "config.yaml").read_text()
 
 
 def test_curriculum_knobs():
