@@ -2,6 +2,7 @@
 mode=eval|train, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from contextlib import ExitStack
@@ -48,6 +49,25 @@ def select_tasks(env, limit: int | None, exclude_tags=None):
     return tasks[:limit] if limit else tasks
 
 
+def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
+    """The metrics of this same run, finished earlier in `run_dir` (so a sweep run again skips its
+    finished jobs), or None. A resumed run may ask for more iterations, and then goes on. A finished
+    run there with another config is an error: its results would be filed under the wrong config."""
+    try:
+        done = json.loads((run_dir / "metrics.json").read_text())
+        recorded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    except (OSError, json.JSONDecodeError):
+        return None
+    if done.get("iterations", 0) < cfg.mode.iterations:
+        return None
+    now = OmegaConf.to_container(cfg, resolve=True)
+    changed = sorted(k for k in {*recorded, *now} - {"resume"} if recorded.get(k) != now.get(k))
+    if changed:
+        raise SystemExit(f"{run_dir} holds a finished run with another config (differs in: {', '.join(changed)}); "
+                         "choose another run dir (hydra.run.dir / hydra.sweep.dir) or delete that one")
+    return done
+
+
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_dir = Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
@@ -60,15 +80,14 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] Docker not reachable ({e}); containers cannot be reaped", file=sys.stderr)
     if removed:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
-    if cfg.mode.name == "train":
-        from .train import already_finished, train_main
-
-        done = already_finished(cfg, run_dir)
-        if done is not None:
-            print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
-            return done
+    done = already_finished(cfg, run_dir) if cfg.mode.name == "train" else None
+    if done is not None:
+        print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
+        return done
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     if cfg.mode.name == "train":
+        from .train import train_main
+
         return train_main(cfg, run_dir)
     if cfg.mode.name == "sft":
         from .sft_run import sft_main

@@ -14,7 +14,6 @@ reference. Both speak the same protocol (embedded CPU server or SGLang).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 import shutil
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from agents.base import ModelAgent
 from agents.serving import BackendConfig
@@ -289,25 +288,6 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "
           f"({metrics['train_episodes']} episodes, {metrics['train_samples']} samples, {metrics['wall_s']:.0f} s)")
     return metrics
-
-
-def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
-    """The metrics of this same run, finished earlier in `run_dir` (so a sweep run again skips its
-    finished jobs), or None. A resumed run may ask for more iterations, and then goes on. A finished
-    run there with another config is an error: its results would be filed under the wrong config."""
-    try:
-        done = json.loads((run_dir / "metrics.json").read_text())
-        before = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
-    except (OSError, json.JSONDecodeError):
-        return None
-    if done.get("iterations", 0) < cfg.mode.iterations:
-        return None
-    now = OmegaConf.to_container(cfg, resolve=True)
-    changed = sorted(k for k in {*before, *now} - {"resume"} if before.get(k) != now.get(k))
-    if changed:
-        raise SystemExit(f"{run_dir} holds a finished run with another config (differs in: {', '.join(changed)}); "
-                         "choose another run dir (hydra.run.dir / hydra.sweep.dir) or delete that one")
-    return done
 
 
 def _maybe_plot_sweep(run_dir: Path) -> None:
