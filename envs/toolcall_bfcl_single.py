@@ -9,6 +9,7 @@ recorded: single-turn functions have no backend to run on.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from typing import NamedTuple
 
@@ -26,17 +27,19 @@ NO_CALL_TEXT = "(answered without a tool call)"
 
 
 class Judged(NamedTuple):
-    """Everything a step and its grade show of one judged reply, flat (strings, bools, a tuple): the
-    memo keeps this, not the checker's verdict dicts and next-state objects, so that remembering a
-    new reply stays cheap; each step builds its own next state and labels from it."""
-    kind: str  # of the next state: "tool", "user" (no call) or "error"
-    text: str  # the next state's text
+    """Everything a step and its grade show of one judged reply. The memo keeps this, so a repeat of
+    the reply costs a lookup; its next state is frozen and shared by every repeat (the labels dict
+    and info are built per step, since callers may add to them)."""
     obs: str
-    calls: tuple[str, ...] | None  # the tool next state's fields["calls"]
+    next_state: NextState
     well_formed: bool
     valid: bool
     error_type: str | None
     report: str  # info["test_output"]
+
+
+# tuple.__new__ straight from C: the NamedTuple's generated __new__ is a Python call, ~2x dearer
+_new_judged = functools.partial(tuple.__new__, Judged)
 
 
 # Judgements by (category, entry, checker model, reply text): pure functions of these, and group
@@ -68,16 +71,26 @@ def _first_error(verdict: dict) -> str:
     return (first if isinstance(first, str) else repr(first))[:1000]
 
 
-def _judged(kind: str, text: str, obs: str, calls: tuple[str, ...] | None, well_formed: bool,
-            verdict: dict) -> Judged:
-    error_type = verdict.get("error_type")
+def _judged(obs: str, next_state: NextState, well_formed: bool, verdict: dict) -> Judged:
     if verdict["valid"]:
-        return Judged(kind, text, obs, calls, well_formed, True, error_type, "valid")
-    return Judged(kind, text, obs, calls, well_formed, False, error_type, f"{error_type}: {_first_error(verdict)}")
+        return _new_judged((obs, next_state, well_formed, True, verdict.get("error_type"), "valid"))
+    error_type = verdict.get("error_type")
+    return _new_judged((obs, next_state, well_formed, False, error_type, f"{error_type}: {_first_error(verdict)}"))
 
 
-def _next_state(j: Judged) -> NextState:
-    return NextState(j.kind, j.text, fields={} if j.calls is None else {"calls": list(j.calls)})
+def _error(problem: str, verdict: dict) -> Judged:
+    return _judged("[error] " + problem, NextState("error", problem), False, verdict)
+
+
+@functools.lru_cache(maxsize=4096)
+def _recorded(names: tuple[str, ...], max_chars: int) -> NextState:
+    """The next state of well-formed calls depends on their names alone: a few lists per entry, so
+    each is rendered (and its frozen next state built) once."""
+    text = render_tool_responses([f'{{"name": "{n}", "status": "{RECORDED}"}}' for n in names], max_chars)
+    return NextState("tool", text, fields={"calls": list(names)})
+
+
+_NO_CALL = NextState("user", NO_CALL_TEXT)
 
 
 class SingleTurnEpisode:
@@ -86,11 +99,12 @@ class SingleTurnEpisode:
     sit on a hot path (a GRPO group grades thousands of replies), so the reply is scanned into
     (name, arguments) pairs and judged into a flat `Judged` without intermediate objects."""
 
-    __slots__ = ("task", "category", "checker_model", "obs_max_chars", "judged")
+    __slots__ = ("task", "category", "entry_id", "checker_model", "obs_max_chars", "judged")
 
     def __init__(self, task: Task, checker_model: str, obs_max_chars: int):
         self.task = task
         self.category = task.data["category"]
+        self.entry_id = task.task_id
         self.checker_model = checker_model
         self.obs_max_chars = obs_max_chars
         self.judged: Judged | None = None
@@ -99,40 +113,36 @@ class SingleTurnEpisode:
         return self.task.instruction
 
     def act(self, reply: str) -> Turn:
-        j = self._lookup(reply)
-        return Turn(_next_state(j), j.obs, True, {"well_formed": j.well_formed, "matches_reference": j.valid})
+        obs, _, _, _, info = self.answer(reply)
+        return Turn(info["next_state"], obs, True, info["step_label"])
 
-    def answer(self, reply: str) -> tuple[str, float, dict]:
-        """The env's first step in one call: (observation, outcome, info), info as `act` then
+    def answer(self, reply: str) -> tuple[str, float, bool, bool, dict]:
+        """The env's whole first step, `(obs, reward, terminated, truncated, info)`, info as `act` then
         `grade` would give it (the env's fast path: no Turn, no second dict)."""
-        j = self._lookup(reply)
-        outcome = 1.0 if j.valid else 0.0
-        return j.obs, outcome, {"next_state": _next_state(j),
-                                "step_label": {"well_formed": j.well_formed, "matches_reference": j.valid},
-                                "bfcl_error_type": j.error_type, "test_output": j.report,
-                                "outcome": outcome, "success": j.valid}
-
-    def _lookup(self, reply: str) -> Judged:
         if isinstance(reply, str):
-            key = (self.category, self.task.task_id, self.checker_model, reply)
-            j = _VERDICTS.get(key)
-            if j is None:
-                j = _VERDICTS[key] = self._judge(reply)  # one store: atomic, so parallel workers can share
-                if len(_VERDICTS) > _MAX_VERDICTS:
-                    _evict()
+            key = (self.category, self.entry_id, self.checker_model, reply)
+            j = _VERDICTS.get(key) or self._remember(key, reply)
         else:  # nothing to key on; the scanner reports it
             j = self._judge(reply)
         self.judged = j
+        valid = j.valid
+        outcome = 1.0 if valid else 0.0
+        return j.obs, outcome, True, False, {
+            "next_state": j.next_state, "step_label": {"well_formed": j.well_formed, "matches_reference": valid},
+            "bfcl_error_type": j.error_type, "test_output": j.report, "outcome": outcome, "success": valid}
+
+    def _remember(self, key: tuple[str, str, str, str], reply: str) -> Judged:
+        j = _VERDICTS[key] = self._judge(reply)  # one store: atomic, so parallel workers can share
+        if len(_VERDICTS) > _MAX_VERDICTS:
+            _evict()
         return j
 
     def _judge(self, reply: str) -> Judged:
         calls, _, error = scan_calls(reply)
-        category, entry_id, model = self.category, self.task.task_id, self.checker_model
+        category, entry_id, model = self.category, self.entry_id, self.checker_model
         if error is not None or not calls:
             verdict = check_single(category, entry_id, None, model)
-            if error is not None:
-                return _judged("error", error, "[error] " + error, None, False, verdict)
-            return _judged("user", NO_CALL_TEXT, NO_CALL_TEXT, None, True, verdict)
+            return _error(error, verdict) if error is not None else _judged(NO_CALL_TEXT, _NO_CALL, True, verdict)
         entry = entry_inputs(category, entry_id, model)
         aliases = entry.aliases
         named = [(aliases.get(n, n), a) for n, a in calls] if aliases else calls
@@ -142,17 +152,15 @@ class SingleTurnEpisode:
         # schema check only runs to explain a rejected answer.
         problem = None if verdict["valid"] else first_problem(calls, entry.spec, aliases)
         if problem:
-            return _judged("error", problem, "[error] " + problem, None, False, verdict)
-        names = tuple([n for n, _ in named])
-        text = render_tool_responses([f'{{"name": "{n}", "status": "{RECORDED}"}}' for n in names],
-                                     self.obs_max_chars)
-        return _judged("tool", text, text, names, True, verdict)
+            return _error(problem, verdict)
+        ns = _recorded(tuple([n for n, _ in named]), self.obs_max_chars)
+        return _judged(ns.text, ns, True, verdict)
 
     def grade(self) -> tuple[float, dict]:
         j = self.judged
         if j is None:  # graded without an answer: as BFCL grades an undecodable one
-            j = _judged("user", "", "", None, True, check_single(self.category, self.task.task_id, None,
-                                                                   self.checker_model))
+            j = _judged("", NextState("user", ""), True, check_single(self.category, self.entry_id, None,
+                                                                     self.checker_model))
         return float(j.valid), {"bfcl_error_type": j.error_type, "test_output": j.report}
 
     def close(self) -> None:

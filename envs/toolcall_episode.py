@@ -6,8 +6,8 @@ malformed reply. The episode answers with a `Turn`: the next state, the observat
 reads, whether the episode is over, and the step's verifiable labels. `grade()` scores the episode
 with the suite's own checker; `close()` frees what the episode holds (idempotent). An episode that
 always ends on its first reply (BFCL single-turn) may also offer `answer(reply)`, that step and its
-grade in one call, `(obs, outcome, info)` with info as `act` + `grade` would give it: the env's fast
-path, for suites graded by the thousand.
+grade in one call, the env's whole step `(obs, reward, terminated, truncated, info)` with info as
+`act` + `grade` would give it: the env's fast path, for suites graded by the thousand.
 """
 from __future__ import annotations
 

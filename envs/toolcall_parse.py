@@ -50,9 +50,25 @@ _UNBALANCED = 'unbalanced <tool_call> tags: each call must be <tool_call>{"name"
 
 
 def _split_blocks(body: str) -> tuple[list[str], str]:
-    """What `re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)` gives, by str.find
+    """What `re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)` gives, by str methods
     (~3x faster): a block runs from the leftmost `<tool_call>` to the first `</tool_call>` after it;
-    the text is what is left, joined and stripped."""
+    the text is what is left, joined and stripped. Between two closing tags, that block is what
+    follows the first opening tag, so the usual reply is cut by two C splits; a closing tag without
+    an opening one before it takes the general walk."""
+    segments = body.split(_CLOSE)
+    tail = segments.pop()
+    blocks, pieces = [], []
+    for segment in segments:
+        before, opened, block = segment.partition(_OPEN)
+        if not opened:
+            return _walk_blocks(body)
+        pieces.append(before)
+        blocks.append(block)
+    pieces.append(tail)
+    return blocks, "".join(pieces).strip()
+
+
+def _walk_blocks(body: str) -> tuple[list[str], str]:
     blocks, pieces, pos = [], [], 0
     while True:
         i = body.find(_OPEN, pos)
@@ -74,27 +90,23 @@ _MISSING = object()
 def _plain_calls(blocks: list[str]) -> list[tuple[str, dict]] | None:
     """The calls of well-formed blocks (the usual case), or None for `_calls` to say what is wrong:
     the C scanner under `_load_strict`, without its two whitespace regex passes. It makes plain dicts
-    and strs, so exact class checks equal the isinstance ones."""
+    and strs, so exact class checks equal the isinstance ones; a block that is not an object, has no
+    name or a name that is not a string fails `obj["name"].strip()`."""
     calls = []
     for raw in blocks:
         body = raw.strip(_JSON_WS)
         try:
             obj, end = _scan(body, 0)
-        except (StopIteration, ValueError):
+            name = obj["name"].strip()
+        except (StopIteration, ValueError, KeyError, TypeError, AttributeError):
             return None
-        if end != len(body) or obj.__class__ is not dict:
-            return None
-        name = obj.get("name")
-        if name.__class__ is not str:
-            return None
-        name = name.strip()
         args = obj.get("arguments", _MISSING)
+        if end != len(body) or obj.__class__ is not dict or not name:
+            return None
         if args.__class__ is not dict:
             if args is not _MISSING:
                 return None
             args = {}
-        if not name:
-            return None
         calls.append((name, args))
     return calls
 

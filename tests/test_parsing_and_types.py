@@ -57,6 +57,22 @@ def test_trajectory_roundtrip():
     assert back == t and back.n_tokens == 2 and back.steps[0].next_state.exit_code == 0
 
 
+def test_next_state_is_frozen_and_its_init_sets_every_field():
+    """NextState's hand-written __init__ (speed) must stay in step with its fields."""
+    import dataclasses
+    import inspect
+
+    params = list(inspect.signature(NextState.__init__).parameters)[1:]
+    assert params == [f.name for f in dataclasses.fields(NextState)]
+    ns = NextState("tool", "ok", fields={"calls": ["f"]})
+    assert dataclasses.asdict(ns) == {"kind": "tool", "text": "ok", "exit_code": None, "cwd": None,
+                                      "timed_out": False, "truncated_bytes": 0, "fields": {"calls": ["f"]}}
+    assert NextState("user", "x").fields == {} and NextState("user", "x").fields is not NextState("user", "x").fields
+    assert ns == NextState.from_dict(ns.to_dict())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ns.text = "changed"
+
+
 def test_free_text_space_accepts_any_text():
     space = FreeText(seed=0)
     assert space.contains("ünïcode ```bash\n\x00```") and not space.contains(3)

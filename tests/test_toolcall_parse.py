@@ -57,6 +57,38 @@ def test_parse_malformed_is_a_reason_not_an_exception(reply, reason):
     assert p.error and reason in p.error and not p.calls
 
 
+def _reference_scan(body: str):
+    """scan_calls as its docstrings specify it: a regex split, then the explicit per-block checks."""
+    import re
+
+    from envs.toolcall_parse import _CLOSE, _EMPTY, _OPEN, _UNBALANCED, _calls
+
+    if "tool_call>" not in body:
+        return [], body.strip(), None if body.strip() else _EMPTY
+    parts = re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)
+    blocks, text = parts[1::2], "".join(parts[0::2]).strip()
+    if text and (_OPEN in text or _CLOSE in text):
+        return [], text, _UNBALANCED
+    if not blocks and not text:
+        return [], text, _EMPTY
+    return _calls(blocks, text)
+
+
+def test_the_fast_scanner_equals_the_regex_reference_on_random_replies():
+    import random
+
+    from envs.toolcall_parse import scan_calls
+
+    pieces = ["<tool_call>", "</tool_call>", "<tool_", "call>", " ", "\n", "\t", "text", '{"name": "f"}',
+              '{"name": " g ", "arguments": {"x": [1, "</tool_call>"]}}', '{"name": 3}', '{"name": ""}',
+              '{"arguments": {}}', "[1]", '"s"', "{bad}", '{"name": "f", "arguments": null}', "null", "{}",
+              '{"name": "f", "arguments": {}} {}', '{"name": ["f"]}', '{"name": "h", "arguments": []}']
+    rng = random.Random(0)
+    for _ in range(20_000):
+        reply = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        assert scan_calls(reply) == _reference_scan(reply), reply
+
+
 def test_whitespace_inside_blocks_and_the_text_around_them():
     p = parse_reply(' Hi <tool_call>\n\t{"name": " a ", "arguments": {}} \r\n</tool_call> there ')
     assert p.error is None and [(c.name, c.arguments) for c in p.calls] == [("a", {})] and p.text == "Hi  there"
