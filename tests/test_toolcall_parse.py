@@ -136,3 +136,20 @@ def test_spec_from_openai_schema():
     spec = spec_from_schema({"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}})
     assert spec == ToolSpec("f", {"a": "string"}, frozenset({"a"}))
+
+
+def test_the_one_test_fast_check_agrees_with_the_spelled_out_one():
+    """`_arguments_problem` settles the usual call by a subset test; it must never hide a problem."""
+    import random
+
+    from envs.toolcall_validate import _PY_TYPES, _arguments_problem, _explain
+
+    type_names = [*_PY_TYPES, "any", "weird", None, 5]
+    values = ["s", 1, 1.5, True, None, [1], {"a": 1}, (1,)]
+    rng = random.Random(0)
+    for _ in range(20_000):
+        names = rng.sample("abcdef", rng.randint(0, 4))
+        spec = ToolSpec("f", {n: rng.choice(type_names) for n in names},
+                        frozenset(n for n in names if rng.random() < 0.5))
+        args = {n: rng.choice(values) for n in rng.sample("abcdefg", rng.randint(0, 4))}
+        assert _arguments_problem(args, spec, True) == _explain(args, spec, True), (spec, args)
