@@ -59,6 +59,9 @@ def _evict() -> None:
                 continue
 
 
+SETUP_IS_FREE = True  # an episode is a few fields; the entry's data is looked up (once) when it is graded
+
+
 def start_episode(task: Task, env) -> "SingleTurnEpisode":
     config = env.config
     return SingleTurnEpisode(task, config.bfcl_checker_model, config.obs_max_chars)
@@ -108,6 +111,10 @@ class SingleTurnEpisode:
         self.checker_model = checker_model
         self.obs_max_chars = obs_max_chars
         self.judged: Judged | None = None
+
+    def restart(self) -> None:
+        """Ready for a new answer: the env keeps one episode per task, as a group answers it n times."""
+        self.judged = None
 
     def first_observation(self) -> str:
         return self.task.instruction

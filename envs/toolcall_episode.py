@@ -7,7 +7,8 @@ reads, whether the episode is over, and the step's verifiable labels. `grade()` 
 with the suite's own checker; `close()` frees what the episode holds (idempotent). An episode that
 always ends on its first reply (BFCL single-turn) may also offer `answer(reply)`, that step and its
 grade in one call, the env's whole step `(obs, reward, terminated, truncated, info)` with info as
-`act` + `grade` would give it: the env's fast path, for suites graded by the thousand.
+`act` + `grade` would give it: the env's fast path, for suites graded by the thousand. An episode
+that can `restart()` (forget its answer) is kept by the env for its task's next reset.
 """
 from __future__ import annotations
 
