@@ -185,6 +185,18 @@ def test_the_fast_single_turn_step_gives_what_act_and_grade_give(env):
                 assert env.step(reply)[1:4] == (0.0, True, False)  # a second answer is not graded again
 
 
+def test_a_kept_episode_forgets_its_answer_at_reset(env):
+    """Single-turn episodes are kept per task across resets; a new episode must not inherit a grade."""
+    task = sample(env, "simple_python")[0]
+    assert grade(env, task, env.reference_actions(task)[0])[0] == 1.0
+    first = env._episode
+    obs, info = env.reset(options={"task_id": task.task_id})
+    assert env._episode is first and info["setup_s"] == 0.0 and obs == task.instruction
+    assert env.finalize() == (0.0, {"bfcl_error_type": "ast_decoder:decoder_failed",
+                                    "test_output": "ast_decoder:decoder_failed: no function call decoded",
+                                    "outcome": 0.0, "success": False})
+
+
 def test_dotted_names_converted_once_give_the_checkers_own_verdicts(env, config):
     """Entries whose docs are converted up front get the checker's verdict on the original docs."""
     from envs.toolcall_bfcl import answers, ast_checker, entries
