@@ -17,7 +17,7 @@ from harness.types import NextState, Task
 
 from .toolcall_bfcl import NO_CALL_EXPECTED
 from .toolcall_bfcl import reference_actions, tools_for  # noqa: F401  (the env finds them here)
-from .toolcall_bfcl_check import check_single, checked, entry_inputs
+from .toolcall_bfcl_check import EntryInputs, check_single, checked, entry_inputs
 from .toolcall_episode import Turn
 from .toolcall_parse import render_tool_responses, scan_calls
 from .toolcall_validate import first_problem
@@ -69,9 +69,9 @@ def start_episode(task: Task, env) -> "SingleTurnEpisode":
 
 def _first_error(verdict: dict) -> str:
     """The checker's first message (its full error can hold every candidate it tried: costly to print)."""
-    errors = verdict.get("error") or [""]
-    first = errors[0] if isinstance(errors, list) else errors
-    return (first if isinstance(first, str) else repr(first))[:1000]
+    errors = verdict.get("error")
+    first = (errors[0] if errors else "") if errors.__class__ is list else errors or ""
+    return (first if first.__class__ is str else repr(first))[:1000]
 
 
 def _judged(obs: str, next_state: NextState, well_formed: bool, verdict: dict) -> Judged:
@@ -102,7 +102,7 @@ class SingleTurnEpisode:
     sit on a hot path (a GRPO group grades thousands of replies), so the reply is scanned into
     (name, arguments) pairs and judged into a flat `Judged` without intermediate objects."""
 
-    __slots__ = ("task", "category", "entry_id", "checker_model", "obs_max_chars", "judged")
+    __slots__ = ("task", "category", "entry_id", "checker_model", "obs_max_chars", "judged", "entry")
 
     def __init__(self, task: Task, checker_model: str, obs_max_chars: int):
         self.task = task
@@ -111,6 +111,7 @@ class SingleTurnEpisode:
         self.checker_model = checker_model
         self.obs_max_chars = obs_max_chars
         self.judged: Judged | None = None
+        self.entry: EntryInputs | None = None  # the checker's inputs, at the first answer
 
     def restart(self) -> None:
         """Ready for a new answer: the env keeps one episode per task, as a group answers it n times."""
@@ -128,7 +129,11 @@ class SingleTurnEpisode:
         `grade` would give it (the env's fast path: no Turn, no second dict)."""
         if isinstance(reply, str):
             key = (self.category, self.entry_id, self.checker_model, reply)
-            j = _VERDICTS.get(key) or self._remember(key, reply)
+            j = _VERDICTS.get(key)
+            if j is None:
+                j = _VERDICTS[key] = self._judge(reply)  # one store: atomic, so parallel workers can share
+                if len(_VERDICTS) > _MAX_VERDICTS:
+                    _evict()
         else:  # nothing to key on; the scanner reports it
             j = self._judge(reply)
         self.judged = j
@@ -138,19 +143,13 @@ class SingleTurnEpisode:
             "next_state": j.next_state, "step_label": {"well_formed": j.well_formed, "matches_reference": valid},
             "bfcl_error_type": j.error_type, "test_output": j.report, "outcome": outcome, "success": valid}
 
-    def _remember(self, key: tuple[str, str, str, str], reply: str) -> Judged:
-        j = _VERDICTS[key] = self._judge(reply)  # one store: atomic, so parallel workers can share
-        if len(_VERDICTS) > _MAX_VERDICTS:
-            _evict()
-        return j
-
     def _judge(self, reply: str) -> Judged:
         calls, _, error = scan_calls(reply)
         category, entry_id, model = self.category, self.entry_id, self.checker_model
         if error is not None or not calls:
             verdict = check_single(category, entry_id, None, model)
             return _error(error, verdict) if error is not None else _judged(NO_CALL_TEXT, _NO_CALL, True, verdict)
-        entry = entry_inputs(category, entry_id, model)
+        entry = self.entry or self._entry_inputs()
         aliases = entry.aliases
         named = [(aliases.get(n, n), a) for n, a in calls] if aliases else calls
         verdict = (check_single(category, entry_id, named, model) if category in NO_CALL_EXPECTED
@@ -162,6 +161,10 @@ class SingleTurnEpisode:
             return _error(problem, verdict)
         ns = _recorded(tuple([n for n, _ in named]), self.obs_max_chars)
         return _judged(ns.text, ns, True, verdict)
+
+    def _entry_inputs(self) -> EntryInputs:
+        entry = self.entry = entry_inputs(self.category, self.entry_id, self.checker_model)
+        return entry
 
     def grade(self) -> tuple[float, dict]:
         j = self.judged
