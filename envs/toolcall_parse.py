@@ -49,26 +49,8 @@ _EMPTY = "empty reply: call a tool with <tool_call>{...}</tool_call>, or answer 
 _UNBALANCED = 'unbalanced <tool_call> tags: each call must be <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
 
 
-def _split_blocks(body: str) -> tuple[list[str], str]:
-    """What `re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)` gives, by str methods
-    (~3x faster): a block runs from the leftmost `<tool_call>` to the first `</tool_call>` after it;
-    the text is what is left, joined and stripped. Between two closing tags, that block is what
-    follows the first opening tag, so the usual reply is cut by two C splits; a closing tag without
-    an opening one before it takes the general walk."""
-    segments = body.split(_CLOSE)
-    tail = segments.pop()
-    blocks, pieces = [], []
-    for segment in segments:
-        before, opened, block = segment.partition(_OPEN)
-        if not opened:
-            return _walk_blocks(body)
-        pieces.append(before)
-        blocks.append(block)
-    pieces.append(tail)
-    return blocks, "".join(pieces).strip()
-
-
 def _walk_blocks(body: str) -> tuple[list[str], str]:
+    """The blocks and the text, found tag by tag (see `scan_calls`)."""
     blocks, pieces, pos = [], [], 0
     while True:
         i = body.find(_OPEN, pos)
@@ -84,35 +66,8 @@ def _walk_blocks(body: str) -> tuple[list[str], str]:
     return blocks, "".join(pieces).strip()
 
 
-_MISSING = object()
-
-
-def _plain_calls(blocks: list[str]) -> list[tuple[str, dict]] | None:
-    """The calls of well-formed blocks (the usual case), or None for `_calls` to say what is wrong:
-    the C scanner under `_load_strict`, without its two whitespace regex passes. It makes plain dicts
-    and strs, so exact class checks equal the isinstance ones; a block that is not an object, has no
-    name or a name that is not a string fails `obj["name"].strip()`."""
-    calls = []
-    for raw in blocks:
-        body = raw.strip(_JSON_WS)
-        try:
-            obj, end = _scan(body, 0)
-            name = obj["name"].strip()
-        except (StopIteration, ValueError, KeyError, TypeError, AttributeError):
-            return None
-        args = obj.get("arguments", _MISSING)
-        if end != len(body) or obj.__class__ is not dict or not name:
-            return None
-        if args.__class__ is not dict:
-            if args is not _MISSING:
-                return None
-            args = {}
-        calls.append((name, args))
-    return calls
-
-
 def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, str | None]:
-    """The calls, or the reason the first bad block is bad (the checks `_plain_calls` makes, spelled out)."""
+    """The calls, or the reason the first bad block is bad (the checks `scan_calls` makes, spelled out)."""
     calls = []
     for i, raw in enumerate(blocks, 1):
         try:
@@ -135,9 +90,21 @@ def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, s
     return calls, text, None
 
 
+_MISSING = object()
+_SCAN_ERRORS = (StopIteration, ValueError, KeyError, TypeError, AttributeError)
+
+
 def scan_calls(reply: str) -> tuple[list[tuple[str, dict]], str, str | None]:
     """The reply's calls as (name, arguments) pairs, its text, and the reason it is malformed (None
-    when it is not); `parse_reply` without the objects, for graders that count microseconds."""
+    when it is not); `parse_reply` without the objects, for graders that count microseconds.
+
+    Blocks are cut as `re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)` would cut
+    them: from the leftmost `<tool_call>` to the first `</tool_call>` after it. Between two closing
+    tags, that block is what follows the first opening tag, so the usual reply is cut by C splits and
+    each block is read by the C scanner under `_load_strict` (without its two whitespace regex
+    passes) in the same loop. The scanner makes plain dicts and strs, so exact class checks equal the
+    isinstance ones, and only a dict takes `["name"]`. Anything unusual (a closing tag without an
+    opening one, a block that does not read as a call) takes the general path, which says why."""
     if not isinstance(reply, str):
         return [], "", f"the reply must be text, got {type(reply).__name__}"
     body = reply
@@ -148,13 +115,39 @@ def scan_calls(reply: str) -> tuple[list[tuple[str, dict]], str, str | None]:
     if "tool_call>" not in body:
         text = body.strip()
         return [], text, None if text else _EMPTY
-    blocks, text = _split_blocks(body)
+    segments = body.split(_CLOSE)
+    tail = segments.pop()
+    calls, pieces = [], []
+    for segment in segments:
+        before, opened, block = segment.partition(_OPEN)
+        if not opened:
+            return _general(body)
+        pieces.append(before)
+        block = block.strip(_JSON_WS)
+        try:
+            obj, end = _scan(block, 0)
+            name = obj["name"].strip()
+        except _SCAN_ERRORS:
+            return _general(body)
+        args = obj.get("arguments", _MISSING)
+        if end != len(block) or not name or args.__class__ is not dict:
+            return _general(body)
+        calls.append((name, args))
+    pieces.append(tail)
+    text = "".join(pieces).strip()
+    if text and (_OPEN in text or _CLOSE in text):
+        return [], text, _UNBALANCED
+    return (calls, text, None) if calls or text else ([], text, _EMPTY)
+
+
+def _general(body: str) -> tuple[list[tuple[str, dict]], str, str | None]:
+    """`scan_calls` after `"tool_call>" in body`, step by step: blocks, text, then each block's checks."""
+    blocks, text = _walk_blocks(body)
     if text and (_OPEN in text or _CLOSE in text):
         return [], text, _UNBALANCED
     if not blocks and not text:
         return [], text, _EMPTY
-    calls = _plain_calls(blocks)
-    return (calls, text, None) if calls is not None else _calls(blocks, text)
+    return _calls(blocks, text)
 
 
 def _where(i: int, blocks: list) -> str:
