@@ -25,6 +25,7 @@ import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 import gymnasium as gym
@@ -99,7 +100,7 @@ class ToolCallEnv(gym.Env[str, str]):
         self.action_space = FreeText()
         self._client = None
         self._python = None
-        self._kinds: dict[str, object] = {}  # task kind -> its module
+        self._kinds: dict[str, ModuleType] = {}  # task kind -> its module
         self._kept: dict[str, Episode] = {}  # task id -> its restartable episode
         self._episode: Episode | None = None
         self.task: Task | None = None
@@ -223,6 +224,7 @@ class ToolCallEnv(gym.Env[str, str]):
 
     def close(self):
         self._close_episode()
+        self._kept.clear()
         if self._python is not None:
             self._python.close()
             self._python = None
