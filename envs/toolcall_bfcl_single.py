@@ -137,11 +137,11 @@ class SingleTurnEpisode:
         else:  # nothing to key on; the scanner reports it
             j = self._judge(reply)
         self.judged = j
-        valid = j.valid
+        obs, next_state, well_formed, valid, error_type, report = j
         outcome = 1.0 if valid else 0.0
-        return j.obs, outcome, True, False, {
-            "next_state": j.next_state, "step_label": {"well_formed": j.well_formed, "matches_reference": valid},
-            "bfcl_error_type": j.error_type, "test_output": j.report, "outcome": outcome, "success": valid}
+        return obs, outcome, True, False, {
+            "next_state": next_state, "step_label": {"well_formed": well_formed, "matches_reference": valid},
+            "bfcl_error_type": error_type, "test_output": report, "outcome": outcome, "success": valid}
 
     def _judge(self, reply: str) -> Judged:
         calls, _, error = scan_calls(reply)
