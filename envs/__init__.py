@@ -28,6 +28,7 @@ ENVS: dict[str, EnvSpec] = {
     "gui": EnvSpec("nextstate/GUI-v0", "envs.gui:GUIEnv", "envs.gui:GUIEnvConfig"),
     "toolcall": EnvSpec("nextstate/ToolCall-v0", "envs.toolcall:ToolCallEnv", "envs.toolcall:ToolCallEnvConfig"),
     "swe": EnvSpec("nextstate/SWE-v0", "envs.swe:SWEEnv", "envs.swe:SWEEnvConfig"),
+    "chat": EnvSpec("nextstate/Chat-v0", "envs.chat:ChatEnv", "envs.chat:ChatEnvConfig"),
 }
 
 for _spec in ENVS.values():
