@@ -64,3 +64,24 @@ def test_combined_hint_only_score_only_and_both():
     assert by_group[0] == ("A", pytest.approx([1.0, 1.0], abs=1e-5))
     assert by_group[1] == ("A", pytest.approx([-1.5, 0.0], abs=1e-5))
     assert by_group[2] == ("B", pytest.approx([1.0, 2.0], abs=1e-5))
+
+
+def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
+    """The personal-agent variant: no outcome added, no standardization, 0-scored steps dropped."""
+    personal = SignalConfig("prm", True, False, 1.0, 0.0, baseline="none")
+    trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("A", 0.0)]
+    steps = collect_steps(trajs)
+    for st, score in zip(steps, [1.0, 0.0, -1.0]):
+        st.judgement = Judgement(votes=(1,), score=score)
+    assert [s.advantages for s in build_samples(personal, steps, trajs)] == [[1.0, 1.0], [-1.0, -1.0]]
+    # combined: a 0-scored step with a hint is OPD only; a scored one adds both
+    combined = SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="none")
+    steps[1].teacher_logprobs = [-0.5, -1.5]  # old [-1, -2]: OPD [0.5, 0.5]
+    steps[2].teacher_logprobs = [-1.0, -1.0]  # OPD [0, 1]; score -1
+    assert [s.advantages for s in build_samples(combined, steps, trajs)] == \
+           [[1.0, 1.0], pytest.approx([0.5, 0.5]), pytest.approx([-1.0, 0.0])]
+
+
+def test_an_unknown_baseline_is_a_clear_error():
+    with pytest.raises(ValueError, match="stepwise or none"):
+        SignalConfig("prm", True, False, 1.0, 0.0, baseline="group")

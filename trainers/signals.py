@@ -8,6 +8,10 @@ advantages. They read only the types (`Trajectory`, `Step`, `Judgement`), never 
            hint are dropped.
 - prm_opd: A = w_rl * (standardized step reward) + w_opd * (log p_T - log p_old); hint only -> OPD
            only, score only -> RL only, neither -> dropped.
+
+`baseline: none` is the paper's personal-agent variant of prm / prm_opd (a conversation has no group
+of rollouts to compare): the step score itself is the advantage, no outcome is added, and steps
+scored 0 are masked out. Pair it with `judge.aggregate=majority` (conf/experiment/personal_chat.yaml).
 """
 from __future__ import annotations
 
@@ -27,6 +31,11 @@ class SignalConfig:
     use_opd: bool
     w_rl: float
     w_opd: float
+    baseline: str = "stepwise"  # stepwise (general agents) | none (personal agents: the score is the advantage)
+
+    def __post_init__(self):
+        if self.baseline not in ("stepwise", "none"):
+            raise ValueError(f"signal.baseline must be stepwise or none, got {self.baseline!r}")
 
 
 @dataclass
@@ -76,10 +85,14 @@ def outcome_samples(steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sa
             for st in steps if by_traj.get(st.traj_index, 0.0) != 0.0]
 
 
-def prm_step_advantages(steps: list[JudgedStep]) -> tuple[list[float], list[bool]]:
-    """R_t = outcome + step score, standardized per (task group, step index)."""
+def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> tuple[list[float], list[bool]]:
+    """R_t = outcome + step score, standardized per (task group, step index); with `baseline="none"`,
+    the step score alone, kept where it is not 0."""
     if not steps:
         return [], []
+    if baseline == "none":
+        scores = [st.judgement.score if st.judgement else 0.0 for st in steps]
+        return scores, [x != 0.0 for x in scores]
     rewards = torch.tensor([st.outcome + (st.judgement.score if st.judgement else 0.0) for st in steps])
     adv, keep = stepwise_standardize(rewards, _ids([st.group for st in steps]),
                                      torch.tensor([st.step_index for st in steps]))
@@ -89,7 +102,7 @@ def prm_step_advantages(steps: list[JudgedStep]) -> tuple[list[float], list[bool
 def build_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
     if cfg.name == "outcome":
         return outcome_samples(steps, trajs)
-    rl_adv, rl_keep = prm_step_advantages(steps) if cfg.use_prm else ([0.0] * len(steps), [False] * len(steps))
+    rl_adv, rl_keep = prm_step_advantages(steps, cfg.baseline) if cfg.use_prm else ([0.0] * len(steps), [False] * len(steps))
     samples = []
     for st, a, keep in zip(steps, rl_adv, rl_keep):
         has_hint = cfg.use_opd and st.teacher_logprobs is not None
