@@ -6,6 +6,17 @@ from typing import Any, Callable, Protocol
 from harness.types import Task
 
 
+def pick_task(env, options: dict | None, what: str) -> Task:
+    """The task `reset(options={"task_id": ...})` names (a KeyError naming `what` if unknown), else one
+    drawn with the env's seeded generator. `env` has `tasks`, `_by_id` and gymnasium's `np_random`."""
+    if options and "task_id" in options:
+        task = env._by_id.get(options["task_id"])
+        if task is None:
+            raise KeyError(f"unknown {what} {options['task_id']!r}")
+        return task
+    return env.tasks[int(env.np_random.integers(len(env.tasks)))]
+
+
 class NextStateEnv(Protocol):
     """`step(action: str)` returns `info["next_state"]` (a `NextState`) on every step, and on the
     last step `info["outcome"]`, `info["success"]`; infra trouble sets `info["infra_failure"]` and

@@ -19,6 +19,7 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
+from .base import pick_task
 from .chat_user import GIVE_UP, NO_ANSWER, load_tasks, reply_text
 from .spaces import FreeText
 
@@ -53,12 +54,7 @@ class ChatEnv(gym.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if options and "task_id" in options:
-            task = self._by_id.get(options["task_id"])
-            if task is None:
-                raise KeyError(f"unknown chat task {options['task_id']!r}")
-        else:
-            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        task = pick_task(self, options, "chat task")
         self.task = task
         self._turn = self._misses = self._met = self._first_try = 0
         self._done = False

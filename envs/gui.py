@@ -31,6 +31,7 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
+from .base import pick_task
 from .gui_a11y import diff_trees, parse_tree
 from .gui_actions import GUIAction, parse_reply
 from .gui_apps import STATE_JS, check, load_app_tasks
@@ -200,12 +201,7 @@ class GUIEnv(gym.Env[str, str]):
         super().reset(seed=seed)
         self._close_session()
         options = options or {}
-        if "task_id" in options:
-            if options["task_id"] not in self._by_id:
-                raise KeyError(f"unknown GUI task {options['task_id']!r}")
-            self.task = self._by_id[options["task_id"]]
-        else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = pick_task(self, options, "GUI task")
         self.seed_used = int(self.np_random.integers(2**31 - 1))
         self._episode += 1
         self._step = 0

@@ -20,6 +20,7 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
+from .base import pick_task
 from .sandbox import Sandbox, SandboxConfig, SandboxError, docker_client
 from .spaces import FreeText
 from .swe_actions import Shell, parse_reply
@@ -110,13 +111,7 @@ class SWEEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self._close_sandbox()
-        options = options or {}
-        if "task_id" in options:
-            if options["task_id"] not in self._by_id:
-                raise KeyError(f"unknown SWE instance {options['task_id']!r}")
-            self.task = self._by_id[options["task_id"]]
-        else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = pick_task(self, options, "SWE instance")
         inst = self.task.data["instance"]
         t0 = time.monotonic()
         info = {"task_id": self.task.task_id, "repo": inst["repo"], "base_commit": inst["base_commit"]}

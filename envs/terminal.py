@@ -16,6 +16,7 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
+from .base import pick_task
 from .sandbox import Sandbox, SandboxConfig, SandboxError, docker_client
 from .sandbox.images import build_image, ensure_shared_image
 from .spaces import FreeText
@@ -101,13 +102,7 @@ class TerminalEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self._close_sandbox()
-        options = options or {}
-        if "task_id" in options:
-            if options["task_id"] not in self._by_id:
-                raise KeyError(f"unknown terminal task {options['task_id']!r}")
-            self.task = self._by_id[options["task_id"]]
-        else:
-            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        self.task = pick_task(self, options, "terminal task")
         t0 = time.monotonic()
         user = self.task.data.get("run_as") or self.config.user
         info = {"task_id": self.task.task_id, "user": user}

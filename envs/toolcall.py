@@ -33,13 +33,14 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
+from .base import pick_task
 from .sandbox import Sandbox, SandboxConfig, docker_client
 from .sandbox.images import ensure_shared_image
 from .spaces import FreeText
 from .toolcall_episode import Episode, InfraFailure
 
 # task.data["kind"] -> the module that runs it (imported on first use: BFCL stays out of bundled runs);
-# each offers start_episode(task, env), reference_actions(task) and tools_for(task), and may say SETUP_IS_FREE
+# each offers start_episode(task, env), reference_actions(task) and tools_for(task)
 _KINDS = {"bundled": "envs.toolcall_bundled", "bfcl_single": "envs.toolcall_bfcl_single",
           "bfcl_multi": "envs.toolcall_bfcl_multi"}
 
@@ -128,18 +129,17 @@ class ToolCallEnv(gym.Env[str, str]):
     def _start(self, task: Task) -> tuple[Episode, float]:
         """A new episode of `task` and its setup time. Its kind's module is imported once (an import
         statement per reset costs ~50 us). An episode that can `restart()` is kept for the task's
-        next reset; its kind says SETUP_IS_FREE when timing it is not worth two clock reads (they
-        serialize the CPU: ~5% of a BFCL single-turn reset + step)."""
+        next reset, which then reads no clock (two reads serialize the CPU: ~5% of a BFCL
+        single-turn reset + step)."""
         kind = task.data["kind"]
         module = self._kinds.get(kind)
         if module is None:
             module = self._kinds[kind] = importlib.import_module(_KINDS[kind])
-        timed = not getattr(module, "SETUP_IS_FREE", False)
-        t0 = time.monotonic() if timed else 0.0
+        t0 = time.monotonic()
         episode = module.start_episode(task, self)
         if hasattr(episode, "restart"):
             self._kept[task.task_id] = episode
-        return episode, time.monotonic() - t0 if timed else 0.0
+        return episode, time.monotonic() - t0
 
     def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
         """Pay one-off costs before the clock starts: the python sandbox's image (built or found by
@@ -167,12 +167,7 @@ class ToolCallEnv(gym.Env[str, str]):
         if previous is not None:
             self._episode = None
             previous.close()
-        if options and "task_id" in options:
-            task = self._by_id.get(options["task_id"])
-            if task is None:
-                raise KeyError(f"unknown tool-call task {options['task_id']!r}")
-        else:
-            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        task = pick_task(self, options, "tool-call task")
         self.task = task
         episode = self._kept.get(task.task_id)
         if episode is None:

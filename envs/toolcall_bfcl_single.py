@@ -59,9 +59,6 @@ def _evict() -> None:
                 continue
 
 
-SETUP_IS_FREE = True  # an episode is a few fields; the entry's data is looked up (once) when it is graded
-
-
 def start_episode(task: Task, env) -> "SingleTurnEpisode":
     config = env.config
     return SingleTurnEpisode(task, config.bfcl_checker_model, config.obs_max_chars)

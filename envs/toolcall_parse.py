@@ -90,7 +90,6 @@ def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, s
     return calls, text, None
 
 
-_MISSING = object()
 _SCAN_ERRORS = (StopIteration, ValueError, KeyError, TypeError, AttributeError)
 
 
@@ -129,7 +128,7 @@ def scan_calls(reply: str) -> tuple[list[tuple[str, dict]], str, str | None]:
             name = obj["name"].strip()
         except _SCAN_ERRORS:
             return _general(body)
-        args = obj.get("arguments", _MISSING)
+        args = obj.get("arguments")  # a missing one takes the general path, which reads it as {}
         if end != len(block) or not name or args.__class__ is not dict:
             return _general(body)
         calls.append((name, args))
