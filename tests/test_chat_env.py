@@ -136,3 +136,10 @@ def test_the_cli_writes_runs_and_rows(tmp_path):
     n_test = str(sum(t.split == "test" for t in SUITE))
     assert [(r["env"], r["agent"], r["n_tasks"], float(r["success_rate"])) for r in rows] == \
            [("chat", "oracle", n_test, 1.0), ("chat", "noop", n_test, 0.0)]
+
+
+def test_an_unknown_task_id_is_a_clear_error_and_a_seed_picks_the_same_task(config):
+    env = ChatEnv(config, split="test")
+    with pytest.raises(KeyError, match="unknown chat task 'nope'"):
+        env.reset(options={"task_id": "nope"})
+    assert env.reset(seed=3)[0] == env.reset(seed=3)[0]
