@@ -1,5 +1,5 @@
 """`python -m harness.run`: the Hydra entry point. Public keys: env=, agent=, split=, limit=, seed=,
-mode=eval|train, resume=<run_dir>, parallel=N."""
+mode=eval|train|async|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
 import json
@@ -80,7 +80,7 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] Docker not reachable ({e}); containers cannot be reaped", file=sys.stderr)
     if removed:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
-    done = already_finished(cfg, run_dir) if cfg.mode.name == "train" else None
+    done = already_finished(cfg, run_dir) if cfg.mode.name in ("train", "async") else None
     if done is not None:
         print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
         return done
@@ -89,12 +89,16 @@ def main(cfg: DictConfig) -> dict:
         from .train import train_main
 
         return train_main(cfg, run_dir)
+    if cfg.mode.name == "async":
+        from .async_train import async_main
+
+        return async_main(cfg, run_dir)
     if cfg.mode.name == "sft":
         from .sft_run import sft_main
 
         return sft_main(cfg, run_dir)
     if cfg.mode.name != "eval":
-        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | sft)")
+        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | async | sft)")
     split = None if cfg.split == "all" else cfg.split
     make_env, env_cfg = env_maker(cfg, run_dir.name, split)
     pool = EnvPool(make_env)

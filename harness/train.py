@@ -132,11 +132,97 @@ def _judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_
     return info
 
 
-def train_main(cfg: DictConfig, run_dir: Path) -> dict:
+@dataclass
+class Training:
+    """A training run's parts, built once by `start_training`; the synchronous loop (`train_main`) and
+    the asynchronous one (harness/async_train.py) differ only in how they schedule them."""
+    cfg: DictConfig
+    run_dir: Path
+    tc: TrainConfig
+    signal: SignalConfig
+    model_cfg: ModelConfig
+    env_cfg: object
+    judge_cfg: JudgeConfig
+    hints_cfg: HintConfig
+    pool: EnvPool
+    env: object
+    train_tasks: list
+    test_tasks: list
+    tools: dict
+    policy: object
+    frozen: object
+    judge: object
+    hinter: object
+    teacher: object
+    model: object
+    optimizer: object
+    state: dict
+    eval_sampling: SamplingConfig
+    roll_sampling: SamplingConfig
+    t_start: float
+    cpu_start: float
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "checkpoint"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / "train_log.jsonl"
+
+    def rollout_agent(self, seed: int) -> ModelAgent:
+        return ModelAgent(self.policy, self.roll_sampling, seed=seed % 2**31)
+
+    def samples(self, trajs, salt: int) -> tuple[list, list, dict]:
+        """Judge and teach the trajectories' steps, then build the signal's samples (with KL
+        reference logprobs when asked): (samples, judged steps, counts for the log)."""
+        steps = collect_steps(trajs)
+        info = _judge_and_teach(steps, self.judge, self.hinter, self.signal, self.teacher, self.hints_cfg,
+                                self.tools.get, salt=salt)
+        samples = build_samples(self.signal, steps, trajs)
+        if self.tc.kl_coef > 0 and samples:
+            for s, (lps, _) in zip(samples, self.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
+                s.ref_logprobs = lps
+        return samples, steps, info
+
+    def update(self, samples, seed: int) -> dict:
+        """One PPO update of the trainer's model (the server still serves the old weights)."""
+        return ppo_update(self.model, self.optimizer, samples, self.tc.update_config(),
+                          generator=torch.Generator().manual_seed(seed % 2**31))
+
+    def publish(self) -> None:
+        """The trainer's weights to the serving endpoint."""
+        self.policy.update_weights_from_disk(str(save_weights(self.model, self.run_dir / "weights")))
+
+    def count(self, trajs, n_samples: int, steps, info) -> None:
+        """Add episodes, samples, tokens and judge results to the run's totals."""
+        st = self.state
+        st["train_episodes"] += len(trajs)
+        st["train_samples"] += n_samples
+        st["tokens"] += sum(t.n_tokens for t in trajs)
+        st["judge_votes"] += info["judge_votes"]
+        st["hints_accepted"] += info["hints_accepted"]
+        st["step_scores"] += [s.judgement.score for s in steps if s.judgement]
+        st["judge_pairs"] += [[s.judgement.score, s.step.info.get("step_label")] for s in steps
+                              if s.judgement and s.step.info.get("step_label")]
+
+    def evaluate(self, desc: str, out_file: Path) -> dict:
+        self.policy.sampling = self.eval_sampling
+        return _eval(self.pool, self.policy, self.test_tasks, self.env_cfg.system_prompt, self.cfg.seed,
+                     self.cfg.parallel, self.cfg.progress, desc, out_file)
+
+    def checkpoint(self) -> None:
+        save_checkpoint(self.state_file, self.model, self.optimizer, self.state)
+
+
+def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls: type = TrainConfig) -> Training:
+    """Envs, servers (policy; a frozen one for the judge, hints, frozen teacher, KL), the trainable
+    model and optimizer, and the run's state: loaded from its checkpoint, or fresh after the
+    evaluation before training. Everything started is closed by `stack`."""
     from .run import env_maker
 
     t_start, cpu_start = time.monotonic(), cpu_seconds()
-    tc = typed(cfg.mode, TrainConfig)
+    tc = typed(cfg.mode, config_cls)
     signal = typed(cfg.signal, SignalConfig)
     model_cfg = typed(cfg.model, ModelConfig)
     backend = typed(cfg.backend, BackendConfig)
@@ -147,113 +233,114 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     roll_sampling = SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
     needs_frozen = ((signal.use_prm and judge_cfg.name != "oracle") or (signal.use_opd and hints_cfg.name != "oracle")
                     or (signal.use_opd and tc.teacher == "frozen") or tc.kl_coef > 0)
-    state_file, log_file = run_dir / "checkpoint", run_dir / "train_log.jsonl"
 
+    pool = EnvPool(make_env)
+    stack.callback(wait_for_background_removals)
+    stack.callback(pool.close)
+    env = pool.get().unwrapped
+    suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+    train_tasks = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
+    test_tasks = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
+    if not train_tasks or not test_tasks:
+        raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
+    if hasattr(env, "prepare"):
+        env.prepare(train_tasks + test_tasks)
+    tools = {t.task_id: env.tools_for(t) for t in env.tasks}
+
+    policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
+                                              log_path=run_dir / "server.log"))
+    frozen = None
+    if needs_frozen:
+        judge_path = Path(judge_cfg.model) if judge_cfg.model else init_path
+        frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=judge_path,
+                                                  log_path=run_dir / "judge_server.log"))
+    model_judge = ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen is not None else None
+    judge = OracleJudge(judge_cfg.m) if judge_cfg.name == "oracle" else model_judge
+    if hints_cfg.name == "oracle":  # built only from each task's own reference solution
+        by_id = {t.task_id: t for t in train_tasks}
+        oracle = OracleHints(lambda tid: env.reference_actions(by_id[tid]))
+        hinter = lambda sts: oracle.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
+    else:
+        hinter = lambda sts: model_judge.hints([st.step for st in sts])  # noqa: E731
+    teacher = frozen if tc.teacher == "frozen" else policy
+    if tc.teacher not in ("frozen", "policy"):
+        raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
+
+    if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
+        torch.set_num_threads(tc.threads)
+    torch.manual_seed(cfg.seed)
+    model = load_trainable(init_path, tc, model_cfg.dtype)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
+                                  weight_decay=tc.weight_decay)
+    tr = Training(cfg, run_dir, tc, signal, model_cfg, env_cfg, judge_cfg, hints_cfg, pool, env, train_tasks,
+                  test_tasks, tools, policy, frozen, judge, hinter, teacher, model, optimizer, {}, eval_sampling,
+                  roll_sampling, t_start, cpu_start)
+    state = load_checkpoint(tr.state_file, model, optimizer)
+    if state is not None:  # resumed: the server must serve the checkpoint's weights again
+        policy.update_weights_from_disk(str(save_weights(model, run_dir / "weights")))
+        print(f"[train] resumed after iteration {state['iteration']}")
+    else:
+        policy.sampling = eval_sampling
+        (run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
+        cache = EvalCache(Path(cfg.paths.cache_dir) / "evals", init_path, env_cfg, test_tasks, eval_sampling,
+                          cfg.seed if getattr(env, "seed_shapes_episodes", True) else None)
+        before = cache.get()
+        if before is None:  # greedy decoding of the same weights on the same tasks: computed once per sweep
+            before = tr.evaluate("eval before", run_dir / "eval_before.jsonl")
+            cache.put(before)
+        state = {"iteration": -1, "success_before": before["success_rate"], "train_episodes": 0,
+                 "train_samples": 0, "tokens": 0, "judge_votes": 0, "hints_accepted": 0,
+                 "step_scores": [], "judge_pairs": [], "curve": [[0, before["success_rate"]]]}
+    tr.state = state
+    return tr
+
+
+def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     with ExitStack() as stack:
-        pool = EnvPool(make_env)
-        stack.callback(wait_for_background_removals)
-        stack.callback(pool.close)
-        env = pool.get().unwrapped
-        suite = without_tags(env.tasks, cfg.get("exclude_tags"))
-        train_tasks = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
-        test_tasks = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
-        if not train_tasks or not test_tasks:
-            raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
-        if hasattr(env, "prepare"):
-            env.prepare(train_tasks + test_tasks)
-        tools = {t.task_id: env.tools_for(t) for t in env.tasks}
-
-        policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
-                                                  log_path=run_dir / "server.log"))
-        frozen = None
-        if needs_frozen:
-            judge_path = Path(judge_cfg.model) if judge_cfg.model else init_path
-            frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=judge_path,
-                                                      log_path=run_dir / "judge_server.log"))
-        model_judge = ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen is not None else None
-        judge = OracleJudge(judge_cfg.m) if judge_cfg.name == "oracle" else model_judge
-        if hints_cfg.name == "oracle":  # built only from each task's own reference solution
-            by_id = {t.task_id: t for t in train_tasks}
-            oracle = OracleHints(lambda tid: env.reference_actions(by_id[tid]))
-            hinter = lambda sts: oracle.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
-        else:
-            hinter = lambda sts: model_judge.hints([st.step for st in sts])  # noqa: E731
-        teacher = frozen if tc.teacher == "frozen" else policy
-        if tc.teacher not in ("frozen", "policy"):
-            raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
-
-        if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
-            torch.set_num_threads(tc.threads)
-        torch.manual_seed(cfg.seed)
-        model = load_trainable(init_path, tc, model_cfg.dtype)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
-                                      weight_decay=tc.weight_decay)
-        state = load_checkpoint(state_file, model, optimizer)
-        if state is not None:  # resumed: the server must serve the checkpoint's weights again
-            policy.update_weights_from_disk(str(save_weights(model, run_dir / "weights")))
-            print(f"[train] resumed after iteration {state['iteration']}")
-        else:
-            policy.sampling = eval_sampling
-            (run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
-            cache = EvalCache(Path(cfg.paths.cache_dir) / "evals", init_path, env_cfg, test_tasks, eval_sampling,
-                              cfg.seed if getattr(env, "seed_shapes_episodes", True) else None)
-            before = cache.get()
-            if before is None:  # greedy decoding of the same weights on the same tasks: computed once per sweep
-                before = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
-                               "eval before", run_dir / "eval_before.jsonl")
-                cache.put(before)
-            state = {"iteration": -1, "success_before": before["success_rate"], "train_episodes": 0,
-                     "train_samples": 0, "tokens": 0, "judge_votes": 0, "hints_accepted": 0,
-                     "step_scores": [], "judge_pairs": [], "curve": [[0, before["success_rate"]]]}
-
+        tr = start_training(cfg, run_dir, stack)
+        tc, state, pool = tr.tc, tr.state, tr.pool
         for it in range(state["iteration"] + 1, tc.iterations):
             rng = random.Random(hash((cfg.seed, it)))
-            chosen = rng.sample(train_tasks, min(tc.tasks_per_iter, len(train_tasks)))
+            chosen = rng.sample(tr.train_tasks, min(tc.tasks_per_iter, len(tr.train_tasks)))
             batch = [t for t in chosen for _ in range(tc.group_size)]
-            policy.sampling = roll_sampling
-            pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, env_cfg.max_steps))
+            tr.policy.sampling = tr.roll_sampling
+            pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, tr.env_cfg.max_steps))
             trajs = run_episodes(
-                pool, lambda i: ModelAgent(policy, roll_sampling, seed=hash((cfg.seed, it, i)) % 2**31),
-                batch, system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
+                pool, lambda i: tr.rollout_agent(hash((cfg.seed, it, i))),
+                batch, system_prompt=tr.env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
                 progress=cfg.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
-            steps = collect_steps(trajs)
-            info = _judge_and_teach(steps, judge, hinter, signal, teacher, hints_cfg, tools.get, salt=it)
-            samples = build_samples(signal, steps, trajs)
-            if tc.kl_coef > 0 and samples:
-                for s, (lps, _) in zip(samples, frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
-                    s.ref_logprobs = lps
-            stats = ppo_update(model, optimizer, samples, tc.update_config(),
-                               generator=torch.Generator().manual_seed(hash((cfg.seed, it)) % 2**31))
-            policy.update_weights_from_disk(str(save_weights(model, run_dir / "weights")))
+            samples, steps, info = tr.samples(trajs, salt=it)
+            stats = tr.update(samples, seed=hash((cfg.seed, it)))
+            tr.publish()
             state["iteration"] = it
-            state["train_episodes"] += len(trajs)
-            state["train_samples"] += len(samples)
-            state["tokens"] += sum(t.n_tokens for t in trajs)
-            state["judge_votes"] += info["judge_votes"]
-            state["hints_accepted"] += info["hints_accepted"]
-            state["step_scores"] += [st.judgement.score for st in steps if st.judgement]
-            state["judge_pairs"] += [[st.judgement.score, st.step.info.get("step_label")] for st in steps
-                                     if st.judgement and st.step.info.get("step_label")]
+            tr.count(trajs, len(samples), steps, info)
             log = {"iteration": it, "episodes": len(trajs), "samples": len(samples),
                    "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)), **info, **stats}
-            pool.set_max_steps(env_cfg.max_steps)  # evaluation always uses the env's own limit
+            pool.set_max_steps(tr.env_cfg.max_steps)  # evaluation always uses the env's own limit
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
-                policy.sampling = eval_sampling
-                mid = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel,
-                            cfg.progress, f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
+                mid = tr.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
                 state["curve"].append([state["train_episodes"], mid["success_rate"]])
                 log["eval_success"] = mid["success_rate"]
-            append_jsonl(log_file, log)
-            save_checkpoint(state_file, model, optimizer, state)
+            append_jsonl(tr.log_file, log)
+            tr.checkpoint()
             print(f"[train] it {it + 1}/{tc.iterations}: {len(samples)} samples, loss {stats.get('loss', 0):.4f}, "
                   f"rollout success {log['rollout_success']:.2f}")
+        after = evaluate_after(tr)
+    return finish_training(tr, after)
 
-        policy.sampling = eval_sampling
-        after_file = run_dir / "eval_after.jsonl"
-        after_file.unlink(missing_ok=True)
-        after = _eval(pool, policy, test_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress,
-                      "eval after", after_file)
-    state["curve"].append([state["train_episodes"], after["success_rate"]])
+
+def evaluate_after(tr: Training) -> dict:
+    after_file = tr.run_dir / "eval_after.jsonl"
+    after_file.unlink(missing_ok=True)
+    after = tr.evaluate("eval after", after_file)
+    tr.state["curve"].append([tr.state["train_episodes"], after["success_rate"]])
+    return after
+
+
+def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dict:
+    """metrics.json, the leaderboard row and the sweep plot of a finished run."""
+    cfg, tc, signal, state, run_dir = tr.cfg, tr.tc, tr.signal, tr.state, tr.run_dir
+    model_cfg, env_cfg, judge_cfg, hints_cfg = tr.model_cfg, tr.env_cfg, tr.judge_cfg, tr.hints_cfg
     acc = judge_accuracy(state["judge_pairs"])
     scores = state["step_scores"]
     metrics = {
@@ -266,23 +353,25 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
         "mean_step_score": sum(scores) / len(scores) if scores else None,
         "judge_votes": state["judge_votes"], "hints_accepted": state["hints_accepted"],
         "judge_neg_precision": acc["precision"], "judge_neg_recall": acc["recall"], "judge_labeled_steps": acc["n"],
-        "tokens": state["tokens"], "wall_s": round(time.monotonic() - t_start, 1),
-        "cpu_s": round(cpu_seconds() - cpu_start, 1), "curve": state["curve"],
-        "train_log": read_jsonl(log_file),
+        "tokens": state["tokens"], "wall_s": round(time.monotonic() - tr.t_start, 1),
+        "cpu_s": round(cpu_seconds() - tr.cpu_start, 1), "curve": state["curve"],
+        **(extra or {}),
+        "train_log": read_jsonl(tr.log_file),
     }
     write_json_atomic(run_dir / "metrics.json", metrics)
     if not tc.keep_checkpoint:  # only a killed run needs it to resume; the final weights stay
-        shutil.rmtree(state_file, ignore_errors=True)
+        shutil.rmtree(tr.state_file, ignore_errors=True)
     row = {"timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"],
            "suite": metrics["suite"], "split": "test", "agent": "model", "model": metrics["model"],
-           "signal": signal.name, "seed": cfg.seed, "n_tasks": len(test_tasks),
+           "signal": signal.name, "seed": cfg.seed, "n_tasks": len(tr.test_tasks),
            "success_rate": round(after["success_rate"], 4), "mean_steps": round(after["mean_steps"], 2),
            "infra_failures": after["infra_failures"], "tokens": metrics["tokens"], "wall_s": metrics["wall_s"],
            "cpu_s": metrics["cpu_s"], "run_dir": str(run_dir), "git_commit": git_commit(),
            **{k: ("" if metrics[k] is None else (round(metrics[k], 4) if isinstance(metrics[k], float) else metrics[k]))
               for k in ("train_episodes", "train_samples", "success_before", "success_after", "delta",
                         "mean_step_score", "judge_votes", "hints_accepted", "judge_neg_precision",
-                        "judge_neg_recall", "teacher", "judge", "hints")}}
+                        "judge_neg_recall", "teacher", "judge", "hints")},
+           **({"mode": tc.name} if tc.name != "train" else {})}
     append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", row)
     _maybe_plot_sweep(run_dir)
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "

@@ -135,3 +135,38 @@ def test_exclude_tags_narrows_an_eval_run(tmp_path):
     ids = {json.loads(line)["task_id"] for line in traj_file.read_text().splitlines()}
     specs = [yaml.safe_load(p.read_text()) for p in (Path(__file__).parents[1] / "envs/tasks/toolcall").glob("*.yaml")]
     assert ids == {d["id"] for d in specs if d["split"] == "test" and not {"store", "python"} & set(d["toolsets"])}
+
+
+def _async_run(tmp_path, *extra, name="async"):
+    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    args = [sys.executable, "-m", "harness.run", "mode=async", "env=chat", "signal=opd", "hints=oracle",
+            "mode.teacher=policy", "seed=1", "split=all", "progress=false", "parallel=2", "mode.group_size=2",
+            "mode.batch_samples=2", "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
+            f"hydra.run.dir={tmp_path / name}", *extra]
+    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    return tmp_path / name
+
+
+@pytest.mark.model
+@pytest.mark.timeout(1800)  # two short runs with the real model; no Docker (the chat env)
+def test_async_mode_trains_on_fresh_samples_and_resumes(tmp_path, cfg):
+    from harness.atomic import read_jsonl
+
+    run = _async_run(tmp_path, "mode.iterations=2")
+    log = read_jsonl(run / "train_log.jsonl")
+    assert [x["version"] for x in log] == [1, 2]
+    assert all(x["samples"] == 2 and x["staleness_max"] <= 1 for x in log)
+    assert all(x["hints_accepted"] > 0 and x["update_s"] > 0 for x in log)
+    _, rows = read_rows(tmp_path / "leaderboard.csv")
+    assert rows[-1]["mode"] == "async" and int(rows[-1]["train_samples"]) == 4
+    assert int(rows[-1]["train_episodes"]) >= 2
+    init = load_file(str(Path(cfg.paths.cache_dir) / "models" / "smollm2-135m-instruct" / "model.safetensors"))
+    trained = load_file(str(run / "weights" / "model.safetensors"))
+    assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)  # the served weights moved
+
+    # asked for one more update, the finished run goes on from its checkpoint: versions continue
+    _async_run(tmp_path, "mode.iterations=3", f"resume={run}")
+    log = read_jsonl(run / "train_log.jsonl")
+    assert [x["version"] for x in log] == [1, 2, 3]
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 2

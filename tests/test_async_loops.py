@@ -1,0 +1,123 @@
+"""The async mode's loops with real threads and plain functions in place of the model: batches are
+full, staleness is bounded, workers are held during a weight swap, errors surface and no thread is
+left running."""
+import threading
+import time
+
+import pytest
+
+from harness.async_loops import AsyncLoops, Gate, Stopped, Tagged, fresh
+
+
+def _threads_left():
+    return [t.name for t in threading.enumerate() if t.name.startswith(("rollout-", "judge"))]
+
+
+def test_fresh_keeps_samples_within_the_staleness_bound():
+    pending = [Tagged(v, i, f"s{i}") for i, v in enumerate([0, 1, 2, 3, 3])]
+    kept, dropped = fresh(pending, version=3, max_staleness=1)
+    assert [t.item for t in kept] == ["s2", "s3", "s4"] and dropped == 2
+    kept, dropped = fresh(pending, version=3, max_staleness=0)
+    assert [t.item for t in kept] == ["s3", "s4"] and dropped == 3
+    assert fresh([], 5, 0) == ([], 0)
+
+
+def test_gate_holds_workers_during_a_swap_and_stops_them():
+    gate = Gate(version=4)
+    assert gate.wait_open() == 4
+    gate.pause()
+    got = []
+    worker = threading.Thread(target=lambda: got.append(gate.wait_open()))
+    worker.start()
+    time.sleep(0.2)
+    assert got == []  # held while the weights are swapped
+    gate.resume(5)
+    worker.join(2)
+    assert got == [5] and gate.waited_s >= 0.15
+    gate.stop()
+    with pytest.raises(Stopped):
+        gate.wait_open()
+
+
+def _loops(update_s=0.0, produce_s=0.0, publish_s=0.0, *, fail_in=None, **kw):
+    log = {"updates": [], "produced": [], "started_at": [], "updating": []}
+
+    def produce(n, gate):
+        if fail_in == "produce" and n == 3:
+            raise RuntimeError("env broke")
+        version = gate.wait_open()  # one "episode" per group here
+        time.sleep(produce_s)
+        log["produced"].append((n, version))
+        log["started_at"].append(time.monotonic())
+        return version, [f"g{n}a", f"g{n}b"]
+
+    def judge(n, group):
+        if fail_in == "judge":
+            raise ValueError("judge broke")
+        return group
+
+    def update(samples):
+        if fail_in == "update":
+            raise KeyError("trainer broke")
+        t0 = time.monotonic()
+        time.sleep(update_s)
+        log["updates"].append(list(samples))
+        log["updating"].append((t0, time.monotonic()))
+        return {"loss": 0.5}
+
+    def publish():
+        time.sleep(publish_s)
+        log["published"] += 1
+
+    log["published"] = 0
+    return AsyncLoops(produce=produce, judge=judge, update=update, publish=publish, **kw), log
+
+
+def test_loops_make_full_batches_of_fresh_samples():
+    loops, log = _loops(update_s=0.05, workers=3, batch_size=4, max_staleness=1)
+    reports = loops.run(updates=5)
+    assert [r.version for r in reports] == [1, 2, 3, 4, 5] and loops.gate.version == 5
+    assert all(r.samples == 4 and len(u) == 4 for r, u in zip(reports, log["updates"]))
+    assert all(s <= 1 for r in reports for s in r.staleness)
+    assert all(r.stats == {"loss": 0.5} for r in reports)
+    used = [s for u in log["updates"] for s in u]
+    assert len(used) == len(set(used))  # no sample trains twice
+    assert _threads_left() == []
+
+
+def test_a_fast_producer_outruns_a_slow_trainer_and_stale_samples_are_dropped():
+    loops, log = _loops(update_s=0.15, produce_s=0.01, publish_s=0.2, workers=2, batch_size=2, max_staleness=0,
+                        queue_groups=1000)
+    reports = loops.run(updates=4)
+    assert all(s == 0 for r in reports for s in r.staleness)
+    assert sum(r.dropped_stale for r in reports) > 0
+    assert log["published"] == 4
+    assert loops.gate.waited_s > 0  # workers were held while the weights were swapped
+    assert _threads_left() == []
+
+
+def test_rollouts_go_on_while_the_trainer_updates():
+    loops, log = _loops(update_s=0.3, produce_s=0.01, workers=2, batch_size=2, max_staleness=1, queue_groups=1000)
+    loops.run(updates=2)
+    during = [t for t in log["started_at"] for a, b in log["updating"] if a < t < b]
+    assert len(during) >= 5  # episodes kept starting during each 0.3 s update
+
+
+def test_resumed_loops_continue_the_group_numbers_and_versions():
+    loops, log = _loops(workers=1, batch_size=2, max_staleness=1, version=7, next_group=40)
+    reports = loops.run(updates=2)
+    assert [r.version for r in reports] == [8, 9]
+    assert min(n for n, _ in log["produced"]) == 40 and loops.groups_started > 40
+
+
+@pytest.mark.parametrize("where,error", [("produce", RuntimeError), ("judge", ValueError), ("update", KeyError)])
+def test_an_error_in_any_loop_is_raised_and_every_thread_ends(where, error):
+    loops, _ = _loops(workers=2, batch_size=2, max_staleness=1, fail_in=where)
+    with pytest.raises(error):
+        loops.run(updates=50)
+    assert _threads_left() == []
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="batch_size"):
+        _loops(workers=1, batch_size=0, max_staleness=1)
