@@ -64,6 +64,11 @@ class Gate:
         self._open.set()
 
     @property
+    def is_open(self) -> bool:
+        """False while the served weights are being swapped (the proxy answers 503 then)."""
+        return self._open.is_set() and not self._stopping.is_set()
+
+    @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
 

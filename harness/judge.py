@@ -135,3 +135,9 @@ def teacher_messages(step: Step, hint: str, suffix: str) -> list[dict[str, str]]
             m["content"] = m["content"] + fill(suffix, hint=hint)
             break
     return msgs
+
+
+def next_state_hint(step: Step, min_chars: int, limit: int = 1500) -> str | None:
+    """`hints=next_state`: what came back after the action, verbatim (clipped), as the hint."""
+    text = step.next_state.text.strip()
+    return _clip(text, limit) if len(text) > min_chars else None

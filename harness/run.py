@@ -1,5 +1,5 @@
 """`python -m harness.run`: the Hydra entry point. Public keys: env=, agent=, split=, limit=, seed=,
-mode=eval|train|async|sft, resume=<run_dir>, parallel=N."""
+mode=eval|train|async|proxy|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
 import json
@@ -93,12 +93,16 @@ def main(cfg: DictConfig) -> dict:
         from .async_train import async_main
 
         return async_main(cfg, run_dir)
+    if cfg.mode.name == "proxy":
+        from .proxy import proxy_main
+
+        return proxy_main(cfg, run_dir)
     if cfg.mode.name == "sft":
         from .sft_run import sft_main
 
         return sft_main(cfg, run_dir)
     if cfg.mode.name != "eval":
-        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | async | sft)")
+        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | async | proxy | sft)")
     split = None if cfg.split == "all" else cfg.split
     make_env, env_cfg = env_maker(cfg, run_dir.name, split)
     pool = EnvPool(make_env)

@@ -36,7 +36,7 @@ from trainers.update import UpdateConfig, ppo_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import ModelConfig, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
-from .judge import HintConfig, JudgeConfig, ModelJudge, teacher_messages
+from .judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint, teacher_messages
 from .cpu_time import cpu_seconds
 from .curriculum import filter_tasks, max_steps_at, without_tags
 from .eval_cache import EvalCache
@@ -215,10 +215,15 @@ class Training:
         save_checkpoint(self.state_file, self.model, self.optimizer, self.state)
 
 
-def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls: type = TrainConfig) -> Training:
+HINTERS = ("model", "oracle", "next_state")
+
+
+def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls: type = TrainConfig, *,
+                   with_env: bool = True) -> Training:
     """Envs, servers (policy; a frozen one for the judge, hints, frozen teacher, KL), the trainable
     model and optimizer, and the run's state: loaded from its checkpoint, or fresh after the
-    evaluation before training. Everything started is closed by `stack`."""
+    evaluation before training. Without an env (`mode=proxy`: the steps come from live sessions)
+    there are no tasks and no evaluation. Everything started is closed by `stack`."""
     from .run import env_maker
 
     t_start, cpu_start = time.monotonic(), cpu_seconds()
@@ -227,25 +232,32 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     model_cfg = typed(cfg.model, ModelConfig)
     backend = typed(cfg.backend, BackendConfig)
     judge_cfg, hints_cfg = typed(cfg.judge, JudgeConfig), typed(cfg.hints, HintConfig)
-    make_env, env_cfg = env_maker(cfg, run_dir.name, split=None)
     init_path = Path(cfg.model.get("init_from") or model_path(model_cfg, cfg.paths.cache_dir))
     eval_sampling = SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens)
     roll_sampling = SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
-    needs_frozen = ((signal.use_prm and judge_cfg.name != "oracle") or (signal.use_opd and hints_cfg.name != "oracle")
+    if hints_cfg.name not in HINTERS:
+        raise SystemExit(f"hints={hints_cfg.name} is unknown ({' | '.join(HINTERS)})")
+    if not with_env and ((signal.use_prm and judge_cfg.name == "oracle") or (signal.use_opd and hints_cfg.name == "oracle")):
+        raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
+    needs_frozen = ((signal.use_prm and judge_cfg.name != "oracle") or (signal.use_opd and hints_cfg.name == "model")
                     or (signal.use_opd and tc.teacher == "frozen") or tc.kl_coef > 0)
 
-    pool = EnvPool(make_env)
-    stack.callback(wait_for_background_removals)
-    stack.callback(pool.close)
-    env = pool.get().unwrapped
-    suite = without_tags(env.tasks, cfg.get("exclude_tags"))
-    train_tasks = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
-    test_tasks = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
-    if not train_tasks or not test_tasks:
-        raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
-    if hasattr(env, "prepare"):
-        env.prepare(train_tasks + test_tasks)
-    tools = {t.task_id: env.tools_for(t) for t in env.tasks}
+    pool = env = env_cfg = None
+    train_tasks, test_tasks, tools = [], [], {}
+    if with_env:
+        make_env, env_cfg = env_maker(cfg, run_dir.name, split=None)
+        pool = EnvPool(make_env)
+        stack.callback(wait_for_background_removals)
+        stack.callback(pool.close)
+        env = pool.get().unwrapped
+        suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+        train_tasks = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
+        test_tasks = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
+        if not train_tasks or not test_tasks:
+            raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
+        if hasattr(env, "prepare"):
+            env.prepare(train_tasks + test_tasks)
+        tools = {t.task_id: env.tools_for(t) for t in env.tasks}
 
     policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))
@@ -260,6 +272,8 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
         by_id = {t.task_id: t for t in train_tasks}
         oracle = OracleHints(lambda tid: env.reference_actions(by_id[tid]))
         hinter = lambda sts: oracle.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
+    elif hints_cfg.name == "next_state":
+        hinter = lambda sts: [next_state_hint(st.step, hints_cfg.min_chars) for st in sts]  # noqa: E731
     else:
         hinter = lambda sts: model_judge.hints([st.step for st in sts])  # noqa: E731
     teacher = frozen if tc.teacher == "frozen" else policy
@@ -279,6 +293,9 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if state is not None:  # resumed: the server must serve the checkpoint's weights again
         policy.update_weights_from_disk(str(save_weights(model, run_dir / "weights")))
         print(f"[train] resumed after iteration {state['iteration']}")
+    elif not with_env:
+        state = {"iteration": -1, "success_before": None, "train_episodes": 0, "train_samples": 0, "tokens": 0,
+                 "judge_votes": 0, "hints_accepted": 0, "step_scores": [], "judge_pairs": [], "curve": []}
     else:
         policy.sampling = eval_sampling
         (run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint

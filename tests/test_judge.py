@@ -72,3 +72,13 @@ def test_judge_accuracy_precision_recall():
     acc = judge_accuracy(pairs)  # TP=2 (rows 1,5), FP=1 (row 2), FN=1 (row 3)
     assert acc == {"precision": 2 / 3, "recall": 2 / 3, "n": 5}
     assert judge_accuracy([(1.0, {"ok": True})]) == {"precision": None, "recall": None, "n": 1}
+
+
+def test_next_state_hint_is_what_came_back_clipped_and_short_replies_are_none():
+    from harness.judge import next_state_hint
+
+    mk = lambda text: Step(0, [{"role": "user", "content": "q"}], "a", NextState(kind="user", text=text))  # noqa: E731
+    assert next_state_hint(mk("  No - use wc -l for that.  "), 10) == "No - use wc -l for that."
+    assert next_state_hint(mk("thanks"), 10) is None and next_state_hint(mk("0123456789"), 10) is None
+    long = next_state_hint(mk("x" * 1000 + "y" * 1000), 10)
+    assert long.startswith("x" * 750) and long.endswith("y" * 750) and "[...]" in long and len(long) < 1520

@@ -1,0 +1,238 @@
+"""`mode=proxy`: train any agent simply by talking. An OpenAI-compatible endpoint in front of the
+policy; every live conversation through it becomes training data while it is being served.
+
+  client --POST /v1/chat/completions (X-Session-Id, X-Turn-Type, X-Session-Done)--> proxy --> policy server
+  the session's next main request = the next state of its previous reply (harness/sessions.py)
+  -> judge thread: votes / hints / teacher logprobs -> samples        (the async loops of mode=async)
+  -> trainer: `batch_samples` fresh samples -> PPO update -> weights swapped into the server
+     (requests meanwhile get HTTP 503 with Retry-After, as in the paper) -> log line + checkpoint
+
+There is no env, no task and no outcome: use a per-step signal with `signal.baseline=none`
+(`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy stops (0 = until Ctrl-C).
+The URL is printed and written to `<run_dir>/proxy.json` (with `mode.port=0`, a free port is taken).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from agents.transformers_policy import SamplingConfig
+
+from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
+from .async_train import AsyncTrainConfig
+from .atomic import append_jsonl, read_jsonl, write_json_atomic
+from .sessions import BadSession, SessionBook, plain_messages
+from .train import Training, start_training
+from .types import Trajectory
+
+
+@dataclass
+class ProxyConfig(AsyncTrainConfig):
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0 = a free port (see <run_dir>/proxy.json)
+    max_sessions: int = 1000  # sessions kept waiting for their next message; the least recent go first
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes")
+
+
+class Proxy:
+    """The endpoint's logic, apart from HTTP: serve a request, record what it completes."""
+
+    def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str,
+                 tools: dict | None = None):
+        self.policy, self.gate, self.book, self.sampling, self.model_name = policy, gate, book, sampling, model_name
+        self.tools = tools if tools is not None else {}  # session -> its tools (the teacher's prompt needs them)
+        self.steps: queue.Queue = queue.Queue()  # (version, session, Step), for the judge
+        self.served = 0
+        self.recorded = 0
+        self._lock = threading.Lock()
+
+    def _sampling(self, body: dict) -> SamplingConfig:
+        s = self.sampling
+        try:
+            return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
+                                  float(body.get("temperature", s.temperature)), float(body.get("top_p", s.top_p)),
+                                  s.max_prompt_tokens)
+        except (TypeError, ValueError) as e:
+            raise BadSession(f"max_tokens, temperature and top_p must be numbers ({e})") from None
+
+    def chat(self, body, headers) -> tuple[int, dict, dict]:
+        """(HTTP status, JSON body, extra headers) for one chat-completions request."""
+        if not isinstance(body, dict):
+            return 400, _error("the body must be a JSON object"), {}
+        if body.get("stream"):
+            return 400, _error("stream=true is not supported: ask without streaming"), {}
+        if not self.gate.is_open:
+            return 503, _error("the policy's weights are being updated; retry in a moment", "unavailable"), \
+                {"Retry-After": "1"}
+        session = headers.get("X-Session-Id") or None
+        turn_type = (headers.get("X-Turn-Type") or "main").strip().lower()
+        try:
+            messages = plain_messages(body.get("messages"))
+            sampling = self._sampling(body)
+            if turn_type not in ("main", "side"):
+                raise BadSession(f"X-Turn-Type must be main or side, got {turn_type!r}")
+        except BadSession as e:
+            return 400, _error(str(e)), {}
+        tools = body.get("tools") or None
+        version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
+        gen = self.policy.generate([messages], tools=tools, sampling=sampling)[0]
+        done = self.book.record(session, turn_type, messages, gen, version, _truthy(headers.get("X-Session-Done")))
+        with self._lock:
+            self.served += 1
+            self.recorded += len(done)
+            if session and tools and turn_type == "main":
+                self.tools[session] = tools
+        for v, step in done:
+            self.steps.put((v, session, step))
+        return 200, {
+            "id": f"chatcmpl-nextstate-{self.served}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
+                         "finish_reason": gen.finish_reason}],
+            "usage": {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
+                      "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}}, {}
+
+    def next_step(self, gate: Gate):
+        """The next completed step, as a one-step trajectory (blocks; `Stopped` once stopping)."""
+        while True:
+            if gate.stopping:
+                raise Stopped
+            try:
+                version, session, step = self.steps.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            return version, [Trajectory(task_id=session, env_id="proxy", steps=[step])]
+
+    def stats(self) -> dict:
+        return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,
+                "open_sessions": self.book.open_sessions, "unanswered": self.book.unanswered,
+                "steps_waiting": self.steps.qsize()}
+
+
+def _error(message: str, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind}}
+
+
+def make_handler(proxy: Proxy):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _send(self, status: int, obj: dict, headers: dict | None = None) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._send(200, {"status": "ok", **proxy.stats()})
+            elif self.path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": proxy.model_name, "object": "model"}]})
+            else:
+                self._send(404, _error(f"no route GET {self.path}"))
+
+        def do_POST(self):
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                return self._send(404, _error(f"no route POST {self.path}"))
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            except (json.JSONDecodeError, ValueError) as e:
+                return self._send(400, _error(f"the body is not JSON: {e}"))
+            try:
+                self._send(*proxy.chat(body, self.headers))
+            except Exception as e:  # the proxy stays up; the client learns what broke
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, _error(f"{type(e).__name__}: {e}", "server_error"))
+
+    return Handler
+
+
+def _check_signal(tr: Training) -> None:
+    s = tr.signal
+    if not (s.use_prm or s.use_opd):
+        raise SystemExit("mode=proxy: a conversation has no outcome score; use signal=prm|opd|prm_opd "
+                         "(+experiment=personal_proxy)")
+    if s.use_prm and s.baseline != "none":
+        raise SystemExit("mode=proxy: each reply is its own group, so step-wise standardization has nothing to "
+                         "compare; use signal.baseline=none (+experiment=personal_proxy)")
+
+
+def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
+    with ExitStack() as stack:
+        tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False)
+        _check_signal(tr)
+        tc, state = tr.tc, tr.state
+        state.setdefault("groups_started", 0)
+        state.setdefault("dropped_stale", 0)
+        lock = threading.Lock()
+        loops: AsyncLoops
+        proxy: Proxy
+
+        def judge(n: int, trajs):
+            samples, steps, info = tr.samples(trajs, salt=n)
+            with lock:
+                tr.count(trajs, 0, steps, info)
+            return samples
+
+        def on_update(r: UpdateReport) -> None:
+            with lock:
+                it = state["iteration"] = r.version - 1
+                state["train_samples"] += r.samples
+                state["dropped_stale"] += r.dropped_stale
+                state["groups_started"] = loops.groups_started
+                log = {"iteration": it, "version": r.version, "samples": r.samples,
+                       "staleness_mean": sum(r.staleness) / len(r.staleness), "staleness_max": max(r.staleness),
+                       "dropped_stale": r.dropped_stale, "trainer_wait_s": r.wait_s, "update_s": r.update_s,
+                       "publish_s": r.publish_s, **proxy.stats(), **r.stats}
+                tr.checkpoint()
+            append_jsonl(tr.log_file, log)
+            print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
+                  f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")
+
+        loops = AsyncLoops(produce=lambda n, gate: proxy.next_step(gate), judge=judge,
+                           update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state["iteration"] + 1))),
+                           publish=tr.publish, workers=1, batch_size=tc.batch_samples,
+                           max_staleness=tc.max_staleness, version=state["iteration"] + 1,
+                           next_group=state["groups_started"])
+        proxy = Proxy(tr.policy, loops.gate, SessionBook(tc.max_sessions), tr.roll_sampling, tr.model_cfg.name,
+                      tools=tr.tools)
+        server = ThreadingHTTPServer((tc.host, tc.port), make_handler(proxy))
+        server.daemon_threads = True
+        stack.callback(server.server_close)
+        threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
+        stack.callback(server.shutdown)
+        url = f"http://{tc.host}:{server.server_address[1]}/v1"
+        write_json_atomic(run_dir / "proxy.json", {"url": url, "pid": os.getpid(), "model": tr.model_cfg.name})
+        print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
+              f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
+        remaining = tc.iterations - (state["iteration"] + 1) if tc.iterations else 10**12
+        if remaining > 0:
+            loops.run(remaining, on_update)
+        final = proxy.stats()
+    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": cfg.seed,
+               "iterations": state["iteration"] + 1, "train_samples": state["train_samples"],
+               "steps_judged": state["train_episodes"], "judge_votes": state["judge_votes"],
+               "hints_accepted": state["hints_accepted"], "dropped_stale": state["dropped_stale"], **final,
+               "wall_s": round(time.monotonic() - tr.t_start, 1), "train_log": read_jsonl(tr.log_file)}
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    print(f"[proxy] stopped after {metrics['iterations']} updates; weights in {run_dir / 'weights'}")
+    return metrics

@@ -1,0 +1,128 @@
+"""Live sessions as steps (harness/sessions.py) and the proxy's request handling (harness/proxy.py):
+the next main message is the previous reply's next state; side turns and finished sessions do not
+train; bad requests get a 400 saying why and a weight swap a 503; with the real model, a proxy run
+serves OpenAI-style clients, trains on their sessions and stops after its updates."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from harness.async_loops import Gate
+from harness.proxy import Proxy
+from harness.sessions import BadSession, SessionBook, next_state_of, plain_messages
+from harness.types import Generation
+
+ROOT = Path(__file__).parents[1]
+U = lambda text: {"role": "user", "content": text}  # noqa: E731
+A = lambda text: {"role": "assistant", "content": text}  # noqa: E731
+
+
+def gen(text, ids=(5, 6)):
+    return Generation(text=text, token_ids=list(ids), logprobs=[-0.5] * len(ids), prompt_token_ids=[1, 2, 3])
+
+
+def test_the_next_main_message_is_the_next_state_of_the_previous_reply():
+    book = SessionBook()
+    assert book.record("s1", "main", [U("2+2?")], gen("5"), version=3) == []
+    done = book.record("s1", "main", [U("2+2?"), A("5"), U("No, it is 4.")], gen("4"), version=4)
+    (version, step), = done
+    assert version == 3  # the version the reply was sampled with
+    assert step.index == 0 and step.action_text == "5" and step.prompt_messages == [U("2+2?")]
+    assert step.next_state.kind == "user" and step.next_state.text == "No, it is 4."
+    assert step.action_token_ids == [5, 6] and step.rollout_logprobs == [-0.5, -0.5] and step.prompt_token_ids == [1, 2, 3]
+    (_, step2), = book.record("s1", "main", [U("2+2?"), A("5"), U("No, it is 4."), A("4"), U("thanks")], gen("ok"), 4)
+    assert step2.index == 1 and step2.next_state.text == "thanks"
+
+
+def test_side_turns_anonymous_requests_and_finished_sessions_do_not_train():
+    book = SessionBook()
+    book.record("s", "main", [U("q")], gen("a"), 0)
+    assert book.record("s", "side", [U("title this chat")], gen("Title"), 0) == []  # served, not recorded
+    assert book.record(None, "main", [U("q")], gen("a"), 0) == []  # no session id: nothing to follow up
+    (_, step), = book.record("s", "main", [U("q"), A("a"), U("more detail please")], gen("b"), 0, done=True)
+    assert step.action_text == "a"  # the side turn did not replace the pending reply
+    assert book.open_sessions == 0 and book.unanswered == 1  # "b" never gets a next state
+    assert book.record("s", "main", [U("new start")], gen("c"), 0) == []  # a new session under the same id
+    with pytest.raises(BadSession, match="main or side"):
+        book.record("s", "aside", [U("q")], gen("a"), 0)
+
+
+def test_tool_results_are_a_tool_next_state_and_old_sessions_are_forgotten():
+    msgs = [U("weather?"), A('<tool_call>{"name": "w"}</tool_call>'), {"role": "tool", "content": "sunny"}]
+    ns = next_state_of(msgs)
+    assert ns.kind == "tool" and ns.text == "sunny"
+    assert next_state_of([U("only a question")]).text == "only a question"
+    book = SessionBook(max_sessions=2)
+    for s in ("a", "b", "c"):
+        book.record(s, "main", [U("q")], gen("x"), 0)
+    assert book.open_sessions == 2 and book.unanswered == 1
+    assert book.record("a", "main", [U("q"), A("x"), U("follow-up")], gen("y"), 0) == []  # "a" was dropped
+
+
+def test_messages_are_read_as_openai_sends_them_or_refused_with_a_reason():
+    assert plain_messages([{"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "image_url"},
+                                                        {"type": "text", "text": "there"}]}]) == [U("hi there")]
+    assert plain_messages([{"role": "assistant", "content": None}]) == [A("")]
+    for bad, why in (([], "non-empty"), ("hi", "non-empty"), ([{"content": "x"}], "role"), ([{"role": "user", "content": 3}], "string")):
+        with pytest.raises(BadSession, match=why):
+            plain_messages(bad)
+
+
+def test_proxy_refuses_bad_requests_and_answers_503_while_weights_are_swapped():
+    gate = Gate(0)
+    proxy = Proxy(policy=None, gate=gate, book=SessionBook(), sampling=None, model_name="m")  # never reaches the model
+    assert proxy.chat([1], {})[0] == 400
+    assert proxy.chat({"messages": [U("q")], "stream": True}, {})[0] == 400
+    status, body, _ = proxy.chat({"messages": []}, {})
+    assert status == 400 and "non-empty" in body["error"]["message"]
+    gate.pause()
+    status, body, headers = proxy.chat({"messages": [U("q")]}, {"X-Session-Id": "s"})
+    assert status == 503 and headers == {"Retry-After": "1"} and "updated" in body["error"]["message"]
+    assert proxy.served == 0
+
+
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
+    run_dir = tmp_path / "proxy"
+    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    args = [sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state", "mode.teacher=policy",
+            "mode.port=0", "mode.batch_samples=2", "mode.iterations=1", "model.max_new_tokens=8", "progress=false",
+            f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / "proxy.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+            time.sleep(0.5)
+        url = json.loads((run_dir / "proxy.json").read_text())["url"]
+
+        def chat(msgs, session, **headers):
+            r = requests.post(f"{url}/chat/completions", json={"messages": msgs, "temperature": 1.0},
+                              headers={"X-Session-Id": session, **headers}, timeout=300)
+            assert r.status_code == 200, r.text
+            return r.json()["choices"][0]["message"]["content"]
+
+        assert requests.get(f"{url}/models", timeout=10).json()["data"][0]["id"] == "smollm2-135m-instruct"
+        a1 = chat([U("What is 2+2?")], "alice")
+        chat([U("Give this chat a short title.")], "alice", **{"X-Turn-Type": "side"})
+        chat([U("What is 2+2?"), A(a1), U("No, answer with just the number 4, please.")], "alice")
+        b1 = chat([U("Name a fruit.")], "bob")
+        chat([U("Name a fruit."), A(b1), U("Please answer in one word: apple.")], "bob", **{"X-Session-Done": "1"})
+        out, _ = proc.communicate(timeout=600)  # two steps = one batch = one update, then it stops
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["mode"] == "proxy" and metrics["iterations"] == 1 and metrics["train_samples"] == 2
+    assert metrics["served"] == 5 and metrics["steps_recorded"] == 2 and metrics["unanswered"] == 1
+    assert metrics["hints_accepted"] == 2
+    log, = metrics["train_log"]
+    assert log["version"] == 1 and log["samples"] == 2 and log["staleness_max"] == 0
+    assert (run_dir / "weights" / "model.safetensors").exists()
