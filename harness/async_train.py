@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,8 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
                 state["train_samples"] += r.samples
                 state["dropped_stale"] += r.dropped_stale
                 state["groups_started"] = loops.groups_started
-                log = {"iteration": it, "version": r.version, "episodes": since["episodes"], "samples": r.samples,
+                log = {"iteration": it, "version": r.version, "elapsed_s": round(time.monotonic() - loop_start, 2),
+                       "episodes": since["episodes"], "samples": r.samples,
                        "rollout_success": since["successes"] / max(1, since["episodes"]),
                        "staleness_mean": sum(r.staleness) / len(r.staleness), "staleness_max": max(r.staleness),
                        "dropped_stale": r.dropped_stale, "trainer_wait_s": r.wait_s, "update_s": r.update_s,
@@ -105,6 +107,7 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
                            batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
                            version=state["iteration"] + 1, next_group=state["groups_started"])
         remaining = tc.iterations - (state["iteration"] + 1)
+        loop_start = time.monotonic()
         if remaining > 0:
             loops.run(remaining, on_update)
         tr.pool.set_max_steps(tr.env_cfg.max_steps)

@@ -316,6 +316,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
     with ExitStack() as stack:
         tr = start_training(cfg, run_dir, stack)
         tc, state, pool = tr.tc, tr.state, tr.pool
+        loop_start = time.monotonic()
         for it in range(state["iteration"] + 1, tc.iterations):
             rng = random.Random(hash((cfg.seed, it)))
             chosen = rng.sample(tr.train_tasks, min(tc.tasks_per_iter, len(tr.train_tasks)))
@@ -331,7 +332,8 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
             tr.publish()
             state["iteration"] = it
             tr.count(trajs, len(samples), steps, info)
-            log = {"iteration": it, "episodes": len(trajs), "samples": len(samples),
+            log = {"iteration": it, "elapsed_s": round(time.monotonic() - loop_start, 2), "episodes": len(trajs),
+                   "samples": len(samples),
                    "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)), **info, **stats}
             pool.set_max_steps(tr.env_cfg.max_steps)  # evaluation always uses the env's own limit
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
