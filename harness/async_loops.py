@@ -11,7 +11,10 @@ rollout workers keep sampling while the judge scores and the trainer updates (th
   than `max_staleness` versions behind and trains on them while rollouts go on; only the swap of
   the served weights (`publish`) closes the gate, which then opens on the next version.
 
-Queues are bounded, so rollouts cannot run arbitrarily far ahead of training. An error in any worker
+Rollouts run about one batch ahead of training: a worker starts a new group only while the samples
+waiting to be trained on, plus those the groups under way are expected to give (the mean so far),
+are fewer than `batch_size`. So a batch leaves few samples behind, and those are still fresh at the
+next update instead of piling up to be dropped. An error in any worker
 stops all of them and is raised by `run`; a stop lets each worker finish its current episode only.
 """
 from __future__ import annotations
@@ -122,6 +125,10 @@ class AsyncLoops:
         bound = queue_groups or 2 * workers
         self._groups: queue.Queue[Tagged] = queue.Queue(maxsize=bound)
         self._samples: queue.Queue[Tagged] = queue.Queue(maxsize=bound)
+        self._backlog = 0  # samples judged and not yet trained on or dropped
+        self._under_way = 0  # groups taken and not yet judged
+        self._judged = [0, 0]  # groups judged, samples they gave: the expected yield of a group
+        self._room = threading.Condition()
         self._errors: list[BaseException] = []
         self.groups_started = next_group
 
@@ -143,9 +150,33 @@ class AsyncLoops:
             except queue.Full:
                 continue
 
+    def _expected(self) -> float:
+        groups, samples = self._judged
+        return self._backlog + self._under_way * (samples / groups if groups else 1.0)
+
+    def _wait_for_room(self) -> None:
+        """Hold a worker while enough samples are waiting or on their way; then count its group in."""
+        with self._room:
+            while self._expected() >= self.batch_size:
+                if self.gate.stopping:
+                    raise Stopped
+                self._room.wait(0.05)
+            self._under_way += 1
+
+    def _settle(self, n: int, judged_group: bool = False) -> None:
+        """`n` samples judged (with `judged_group`), or trained on or dropped (n < 0)."""
+        with self._room:
+            self._backlog += n
+            if judged_group:
+                self._under_way -= 1
+                self._judged[0] += 1
+                self._judged[1] += n
+            self._room.notify_all()
+
     def _rollout_worker(self) -> None:
         try:
             while not self.gate.stopping:
+                self._wait_for_room()
                 n = self._take_group()
                 version, group = self.produce(n, self.gate)
                 self._put(self._groups, Tagged(version, n, group))
@@ -162,6 +193,7 @@ class AsyncLoops:
                 except queue.Empty:
                     continue
                 samples = self.judge(t.group_no, t.item)
+                self._settle(len(samples), judged_group=True)
                 self._put(self._samples, Tagged(t.version, t.group_no, samples))
         except Stopped:
             pass
@@ -196,8 +228,10 @@ class AsyncLoops:
                     pending += [Tagged(t.version, t.group_no, s) for s in t.item]
                     pending, n = fresh(pending, self.gate.version, self.max_staleness)
                     dropped += n
+                    self._settle(-n)
                 wait_s += time.monotonic() - t0
                 batch, pending = pending[: self.batch_size], pending[self.batch_size:]
+                self._settle(-len(batch))
                 version = self.gate.version
                 t1 = time.monotonic()
                 stats = self.update([t.item for t in batch])  # rollouts go on meanwhile
@@ -214,6 +248,7 @@ class AsyncLoops:
                 if on_update:
                     on_update(report)
                 pending, n = fresh(pending, self.gate.version, self.max_staleness)
+                self._settle(-n)
                 dropped, wait_s = n, 0.0
         finally:
             self.gate.stop()
