@@ -177,6 +177,7 @@ def _check_signal(tr: Training) -> None:
 
 
 def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
+    (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
     with ExitStack() as stack:
         tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False)
         _check_signal(tr)
