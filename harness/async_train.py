@@ -36,6 +36,18 @@ class AsyncTrainConfig(TrainConfig):
     max_staleness: int = 1  # a sample may be this many versions behind the trainer (the paper: one)
 
 
+def record_update(state: dict, r: UpdateReport, loops: AsyncLoops) -> dict:
+    """Count an update into the run's state (call under the state's lock); its log line's common fields."""
+    state["iteration"] = r.version - 1
+    state["train_samples"] += r.samples
+    state["dropped_stale"] += r.dropped_stale
+    state["groups_started"] = loops.groups_started
+    return {"iteration": r.version - 1, "version": r.version, "samples": r.samples,
+            "staleness_mean": sum(r.staleness) / len(r.staleness), "staleness_max": max(r.staleness),
+            "dropped_stale": r.dropped_stale, "trainer_wait_s": r.wait_s, "update_s": r.update_s,
+            "publish_s": r.publish_s, "rollouts_held_s": round(loops.gate.waited_s, 3), **r.stats}
+
+
 def group_task(tr: Training, group_no: int):
     """Group n's task: a seeded draw, so a resumed run continues the same schedule."""
     rng = random.Random(hash((tr.cfg.seed, "group", group_no)))
@@ -77,19 +89,11 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
 
         def on_update(r: UpdateReport) -> None:
             with lock:
-                it = state["iteration"] = r.version - 1
-                state["train_samples"] += r.samples
-                state["dropped_stale"] += r.dropped_stale
-                state["groups_started"] = loops.groups_started
-                log = {"iteration": it, "version": r.version, "elapsed_s": round(time.monotonic() - loop_start, 2),
-                       "episodes": since["episodes"], "samples": r.samples,
-                       "rollout_success": since["successes"] / max(1, since["episodes"]),
-                       "staleness_mean": sum(r.staleness) / len(r.staleness), "staleness_max": max(r.staleness),
-                       "dropped_stale": r.dropped_stale, "trainer_wait_s": r.wait_s, "update_s": r.update_s,
-                       "publish_s": r.publish_s,
-                       "rollouts_held_s": round(loops.gate.waited_s, 3),
-                       **{k: since[k] for k in ("judge_votes", "hints_accepted", "steps")}, **r.stats}
+                log = {**record_update(state, r, loops), "elapsed_s": round(time.monotonic() - loop_start, 2),
+                       "episodes": since["episodes"], "rollout_success": since["successes"] / max(1, since["episodes"]),
+                       **{k: since[k] for k in ("judge_votes", "hints_accepted", "steps")}}
                 since.update(dict.fromkeys(since, 0))
+            it = state["iteration"]
             tr.pool.set_max_steps(max_steps_at(it + 1, tc.iterations, tc.max_steps_start, tr.env_cfg.max_steps))
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
                 mid = tr.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")

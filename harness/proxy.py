@@ -29,7 +29,7 @@ from omegaconf import DictConfig
 from agents.transformers_policy import SamplingConfig
 
 from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
-from .async_train import AsyncTrainConfig
+from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .sessions import BadSession, SessionBook, plain_messages
 from .train import Training, start_training
@@ -196,14 +196,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
 
         def on_update(r: UpdateReport) -> None:
             with lock:
-                it = state["iteration"] = r.version - 1
-                state["train_samples"] += r.samples
-                state["dropped_stale"] += r.dropped_stale
-                state["groups_started"] = loops.groups_started
-                log = {"iteration": it, "version": r.version, "samples": r.samples,
-                       "staleness_mean": sum(r.staleness) / len(r.staleness), "staleness_max": max(r.staleness),
-                       "dropped_stale": r.dropped_stale, "trainer_wait_s": r.wait_s, "update_s": r.update_s,
-                       "publish_s": r.publish_s, **proxy.stats(), **r.stats}
+                log = {**record_update(state, r, loops), **proxy.stats()}
                 tr.checkpoint()
             append_jsonl(tr.log_file, log)
             print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
