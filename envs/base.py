@@ -6,6 +6,29 @@ from typing import Any, Callable, Protocol
 from harness.types import Task
 
 
+class TaskImages:
+    """For envs that run each task in its own Docker image: a client made on first use, and `prepare`,
+    which builds every image up front (tagged by content hash, so a second run builds nothing)."""
+
+    _client = None
+
+    def image_for(self, task: Task) -> str:
+        raise NotImplementedError
+
+    def _docker(self):
+        if self._client is None:
+            from .sandbox import docker_client
+
+            self._client = docker_client()
+        return self._client
+
+    def prepare(self, tasks: list[Task] | None = None, progress: Callable[[Task], None] | None = None) -> None:
+        for task in tasks or self.tasks:
+            self.image_for(task)
+            if progress is not None:
+                progress(task)
+
+
 def pick_task(env, options: dict | None, what: str) -> Task:
     """The task `reset(options={"task_id": ...})` names (a KeyError naming `what` if unknown), else one
     drawn with the env's seeded generator. `env` has `tasks`, `_by_id` and gymnasium's `np_random`."""

@@ -20,8 +20,8 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
-from .base import pick_task
-from .sandbox import Sandbox, SandboxConfig, SandboxError, docker_client
+from .base import TaskImages, pick_task
+from .sandbox import Sandbox, SandboxConfig, SandboxError
 from .spaces import FreeText
 from .swe_actions import Shell, parse_reply
 from .swe_edit import apply_edit
@@ -55,7 +55,7 @@ def _resolve(path: str) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-class SWEEnv(gym.Env[str, str]):
+class SWEEnv(TaskImages, gym.Env[str, str]):
     metadata = {"render_modes": []}
     seed_shapes_episodes = False
 
@@ -84,18 +84,6 @@ class SWEEnv(gym.Env[str, str]):
         self.last_grade: GradeResult | None = None
 
     # -- images -----------------------------------------------------------------------------------
-    def _docker(self):
-        if self._client is None:
-            self._client = docker_client()
-        return self._client
-
-    def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
-        """Build every instance's image up front (content-hash tags: a second run builds nothing)."""
-        for task in tasks or self.tasks:
-            self.image_for(task)
-            if progress is not None:
-                progress(task)
-
     def image_for(self, task: Task) -> str:
         if task.task_id not in self._images:
             client = self._docker()

@@ -16,8 +16,8 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
-from .base import pick_task
-from .sandbox import Sandbox, SandboxConfig, SandboxError, docker_client
+from .base import TaskImages, pick_task
+from .sandbox import Sandbox, SandboxConfig, SandboxError
 from .sandbox.images import build_image, ensure_shared_image
 from .spaces import FreeText
 from .task_formats import load_suite
@@ -51,7 +51,7 @@ def render_next_state(ns: NextState, max_chars: int) -> str:
     return f"{head}\n{text}" if text.strip() else f"{head}\n(no output)"
 
 
-class TerminalEnv(gym.Env[str, str]):
+class TerminalEnv(TaskImages, gym.Env[str, str]):
     metadata = {"render_modes": []}
     seed_shapes_episodes = False
 
@@ -77,18 +77,6 @@ class TerminalEnv(gym.Env[str, str]):
         self._graded = False
 
     # -- images -----------------------------------------------------------------------------------
-    def _docker(self):
-        if self._client is None:
-            self._client = docker_client()
-        return self._client
-
-    def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
-        """Build every task's image up front (cached by content hash: a second run builds nothing)."""
-        for task in tasks or self.tasks:
-            self.image_for(task)
-            if progress is not None:
-                progress(task)
-
     def image_for(self, task: Task) -> str:
         if task.task_id not in self._images:
             client = self._docker()
