@@ -1,7 +1,8 @@
 """The leaderboard's numbers: results/leaderboard.csv aggregated over seeds.
 
 One *entry* is one configuration evaluated on one env: the context (env, suite, split, number of
-tasks, agent, model, training budget) and the method (signal, judge, hints, teacher). Its seeds give a
+tasks, agent, model, training budget) and the method (signal, judge, hints, teacher, and the training
+mode: `async` rows pair only with async outcome rows). Its seeds give a
 mean success rate with a 95% t-interval; a training entry is also paired, seed by seed, with the
 outcome-reward (GRPO) entry of the same context, and the mean paired difference gets its own interval.
 Pairing removes the seed's share of the variance (the same tasks, the same initial eval), which is
@@ -74,11 +75,12 @@ class Method:
     judge: str
     hints: str
     teacher: str
+    mode: str = "-"  # "-": synchronous training (or an eval); "async": mode=async
 
     @property
     def label(self) -> str:
-        extra = [f"{k}={v}" for k, v in (("judge", self.judge), ("hints", self.hints), ("teacher", self.teacher))
-                 if v not in ("-", "")]
+        extra = [f"{k}={v}" for k, v in (("judge", self.judge), ("hints", self.hints), ("teacher", self.teacher),
+                                         ("mode", self.mode)) if v not in ("-", "")]
         return self.signal + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -156,7 +158,7 @@ def validate(path: Path | str, known_envs: set[str] | None = None) -> list[Row]:
         rows.append(Row(
             line=line,
             context=Context(r["env"], get("suite"), get("split"), n_tasks, get("agent"), get("model"), episodes),
-            method=Method(get("signal"), get("judge"), get("hints"), get("teacher")),
+            method=Method(get("signal"), get("judge"), get("hints"), get("teacher"), get("mode")),
             seed=seed, success=success,
             success_before=_num(r.get("success_before"), path, line, "success_before"),
             mean_steps=_num(r.get("mean_steps"), path, line, "mean_steps"),
@@ -186,9 +188,9 @@ def aggregate(rows: list[Row]) -> list[Entry]:
                              gain=Stat.of(gains) if ctx.train_episodes is not None and gains else None,
                              means={k: _mean([getattr(r, k) for r in vals])
                                     for k in ("mean_steps", "infra_failures", "tokens", "wall_s")}))
-    baselines = {e.context: e for e in entries if e.method.signal == BASELINE_SIGNAL}
+    baselines = {(e.context, e.method.mode): e for e in entries if e.method.signal == BASELINE_SIGNAL}
     for e in entries:
-        base = baselines.get(e.context)
+        base = baselines.get((e.context, e.method.mode))
         if base is None or e is base or not e.is_training:
             continue
         seeds = sorted(set(e.rows) & set(base.rows))
@@ -213,7 +215,7 @@ def _plain(x: float | None, nd: int = 1) -> str:
 
 
 ENV_COLUMNS = ["Rank", "Success", "95% CI", "Seeds", "Δ vs Outcome", "Δ 95% CI", "Paired Seeds", "Model",
-               "Agent", "Signal", "Judge", "Hints", "Teacher", "Split", "Tasks", "Train Episodes",
+               "Agent", "Signal", "Judge", "Hints", "Teacher", "Mode", "Split", "Tasks", "Train Episodes",
                "Success Before", "Gain", "Gain 95% CI", "Mean Steps", "Infra Failures", "Tokens", "Wall (s)"]
 
 
@@ -233,7 +235,7 @@ def env_table(entries: list[Entry]) -> list[list[str]]:
             pct(delta.mean, signed=True) if delta else NA, ci(delta), str(delta.n) if delta else NA,
             c.model if c.model != "-" else NA, c.agent, m.signal if m.signal != "none" else NA,
             m.judge if m.judge != "-" else NA, m.hints if m.hints != "-" else NA,
-            m.teacher if m.teacher != "-" else NA, c.split, str(c.n_tasks),
+            m.teacher if m.teacher != "-" else NA, m.mode if m.mode != "-" else NA, c.split, str(c.n_tasks),
             str(c.train_episodes) if training else NA,
             pct(_mean([r.success_before for r in e.rows.values()])) if training else NA,
             pct(e.gain.mean, signed=True) if e.gain else NA, ci(e.gain),

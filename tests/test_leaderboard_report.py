@@ -76,6 +76,19 @@ def test_mean_ci_and_paired_delta_against_outcome(leaderboard):
     assert entries[("toolcall", "oracle", "none")].success.mean == 1.0  # the rerun replaced 0.9
 
 
+def test_async_runs_are_their_own_entries_and_pair_with_async_outcome(leaderboard):
+    for seed, (o, p) in enumerate([(0.0, 0.5), (0.25, 0.25)]):
+        append_row(leaderboard, _row(signal="outcome", seed=seed, success=o, mode="async"))
+        append_row(leaderboard, _row(signal="prm", seed=seed, success=p, mode="async"))
+    entries = {(e.method.signal, e.method.mode): e for e in aggregate(validate(leaderboard, ENVS))
+               if e.context.env == "terminal" and e.context.agent == "model"}
+    sync, asyn = entries[("prm", "-")], entries[("prm", "async")]
+    assert sync.success.n == 4 and asyn.success.n == 2 and asyn.success.mean == pytest.approx(0.375)
+    assert asyn.delta_vs_baseline.mean == pytest.approx(((0.5 - 0.0) + (0.25 - 0.25)) / 2)  # async vs async
+    assert sync.delta_vs_baseline.mean == pytest.approx(sum(p - o for p, o in zip(PRM, OUTCOME)) / 3)
+    assert asyn.method.label == "prm (judge=oracle, mode=async)"
+
+
 def test_per_env_and_overall_csvs_in_bfcl_style(leaderboard, tmp_path):
     out = tmp_path / "report"
     write_report(leaderboard, out, ENVS)
