@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .sweep_plot import write_sweep_plot
+from .sweep_plot import run_label, write_sweep_plot
 
 
 def _mean(xs):
@@ -28,7 +28,7 @@ def compare(sweep_dir: Path) -> Table:
     for f in sorted(Path(sweep_dir).glob("*/metrics.json")):
         m = json.loads(f.read_text())
         if "signal" in m and "success_after" in m:
-            runs[m["signal"]].append(m)
+            runs[run_label(m)].append(m)
     if not runs:
         raise SystemExit(f"{sweep_dir}: no finished training runs (*/metrics.json)")
     table = Table(title=f"signal comparison: {sweep_dir}")
@@ -36,7 +36,7 @@ def compare(sweep_dir: Path) -> Table:
               "mean step score", "judge votes", "hints", "judge -1 precision", "judge -1 recall", "wall s"):
         table.add_column(c)
     order = ["outcome", "prm", "opd", "prm_opd", "sft"]
-    for sig in sorted(runs, key=lambda s: order.index(s) if s in order else 99):
+    for sig in sorted(runs, key=lambda s: (order.index(s.split()[0]) if s.split()[0] in order else 99, s)):
         ms = runs[sig]
         table.add_row(sig, str(len(ms)), _fmt(_mean([m["success_before"] for m in ms])),
                       _fmt(_mean([m["success_after"] for m in ms])), _fmt(_mean([m["delta"] for m in ms])),

@@ -9,6 +9,12 @@ from collections import defaultdict
 from pathlib import Path
 
 
+def run_label(metrics: dict) -> str:
+    """A finished run's line in sweep tables and plots: its signal, marked when trained asynchronously
+    (a sweep over mode=train,async keeps the two apart)."""
+    return metrics["signal"] + (" (async)" if metrics.get("mode") == "async" else "")
+
+
 def load_curves(sweep_dir: Path) -> dict[str, list[list[list[float]]]]:
     curves: dict[str, list] = defaultdict(list)
     for f in sorted(Path(sweep_dir).glob("*/metrics.json")):
@@ -17,7 +23,7 @@ def load_curves(sweep_dir: Path) -> dict[str, list[list[list[float]]]]:
         except (OSError, json.JSONDecodeError):
             continue
         if m.get("curve") and m.get("signal"):
-            curves[m["signal"]].append(m["curve"])
+            curves[run_label(m)].append(m["curve"])
     return curves
 
 
