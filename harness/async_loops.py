@@ -250,10 +250,15 @@ class AsyncLoops:
                 pending, n = fresh(pending, self.gate.version, self.max_staleness)
                 self._settle(-n)
                 dropped, wait_s = n, 0.0
+        except BaseException:
+            interrupted = True  # Ctrl-C / SIGTERM or a failed update: do not wait out long episodes
+            raise
+        else:
+            interrupted = False
         finally:
             self.gate.stop()
-            for th in threads:
-                th.join()
+            for th in threads:  # each finishes its current episode; the caller then closes the envs
+                th.join(timeout=5.0 if interrupted else None)
         if self._errors:
             raise self._errors[0]
         return reports

@@ -137,36 +137,41 @@ def test_exclude_tags_narrows_an_eval_run(tmp_path):
     assert ids == {d["id"] for d in specs if d["split"] == "test" and not {"store", "python"} & set(d["toolsets"])}
 
 
-def _async_run(tmp_path, *extra, name="async"):
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    args = [sys.executable, "-m", "harness.run", "mode=async", "env=chat", "signal=opd", "hints=oracle",
+def _async_args(tmp_path, *extra, name="async"):
+    return [sys.executable, "-m", "harness.run", "mode=async", "env=chat", "signal=opd", "hints=oracle",
             "mode.teacher=policy", "seed=1", "split=all", "progress=false", "parallel=2", "mode.group_size=2",
             "mode.batch_samples=2", "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
             f"hydra.run.dir={tmp_path / name}", *extra]
-    p = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    return tmp_path / name
 
 
 @pytest.mark.model
 @pytest.mark.timeout(1800)  # two short runs with the real model; no Docker (the chat env)
-def test_async_mode_trains_on_fresh_samples_and_resumes(tmp_path, cfg):
+def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(tmp_path, cfg):
     from harness.atomic import read_jsonl
 
-    run = _async_run(tmp_path, "mode.iterations=2")
+    run, env = tmp_path / "async", dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    proc = subprocess.Popen(_async_args(tmp_path, "mode.iterations=3"), cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines = []
+    for line in proc.stdout:  # SIGTERM once the first update is logged, with rollouts under way
+        lines.append(line)
+        if "update 1/3" in line:
+            proc.terminate()
+            break
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130 and "resume with" in out, out[-3000:]
+    assert [x["version"] for x in read_jsonl(run / "train_log.jsonl")] == [1]
+    assert subprocess.run(["pgrep", "-f", f"parent-pid {proc.pid}"], capture_output=True).stdout == b""  # no server left
+
+    p = subprocess.run(_async_args(tmp_path, "mode.iterations=3", f"resume={run}"), cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0 and "resumed after iteration 0" in p.stdout, p.stdout[-2000:] + p.stderr[-3000:]
     log = read_jsonl(run / "train_log.jsonl")
-    assert [x["version"] for x in log] == [1, 2]
+    assert [x["version"] for x in log] == [1, 2, 3]
     assert all(x["samples"] == 2 and x["staleness_max"] <= 1 for x in log)
-    assert all(x["hints_accepted"] > 0 and x["update_s"] > 0 for x in log)
+    assert all(x["update_s"] > 0 and x["publish_s"] > 0 for x in log) and sum(x["hints_accepted"] for x in log) >= 6
     _, rows = read_rows(tmp_path / "leaderboard.csv")
-    assert rows[-1]["mode"] == "async" and int(rows[-1]["train_samples"]) == 4
-    assert int(rows[-1]["train_episodes"]) >= 2
+    assert len(rows) == 1 and rows[0]["mode"] == "async" and int(rows[0]["train_samples"]) == 6
     init = load_file(str(Path(cfg.paths.cache_dir) / "models" / "smollm2-135m-instruct" / "model.safetensors"))
     trained = load_file(str(run / "weights" / "model.safetensors"))
     assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)  # the served weights moved
-
-    # asked for one more update, the finished run goes on from its checkpoint: versions continue
-    _async_run(tmp_path, "mode.iterations=3", f"resume={run}")
-    log = read_jsonl(run / "train_log.jsonl")
-    assert [x["version"] for x in log] == [1, 2, 3]
-    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 2
