@@ -134,3 +134,18 @@ def test_an_error_in_any_loop_is_raised_and_every_thread_ends(where, error):
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="batch_size"):
         _loops(workers=1, batch_size=0, max_staleness=1)
+
+
+def test_the_group_schedule_is_the_same_in_every_process():
+    """A resumed run (a new process, another hash seed) must continue the same seeded schedule."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from types import SimpleNamespace as N; from harness.async_train import group_task; "
+            "tr = N(cfg=N(seed=3), train_tasks=list(range(50))); print([group_task(tr, n) for n in range(20)])")
+    picks = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).parents[1], env=dict(os.environ, PYTHONHASHSEED=h)).stdout
+             for h in ("1", "2")}
+    assert len(picks) == 1 and len(set(eval(picks.pop()))) > 5
