@@ -80,6 +80,9 @@ def _from_sweep(sweep: Path) -> tuple[list[dict], dict | None]:
             before = label_rates(run_dir / "eval_before.jsonl")
         if not (run_dir / "eval_after.jsonl").exists():
             continue
+        if m.get("mode") == "async":
+            raise SystemExit(f"{run_dir}: a mode=async run; the signal comparison pairs synchronous runs only "
+                             "(compare async runs with python -m harness.leaderboard)")
         feedback = "-" if m["signal"] == "outcome" else ("oracle" if "oracle" in (m["judge"], m["hints"]) else "model")
         runs.append({"signal": m["signal"], "feedback": feedback, "seed": m["seed"], "run_dir": str(run_dir),
                      "train_samples": m["train_samples"], "cpu_s": m.get("cpu_s"), "wall_s": m["wall_s"],

@@ -60,3 +60,15 @@ def test_no_finished_runs_is_a_clear_error(tmp_path, capsys):
     assert "no finished training runs" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no such sweep dir"):
         main([str(tmp_path / "typo")])
+
+
+def test_an_async_run_in_the_sweep_is_refused_not_mixed_in(tmp_path):
+    from harness.signal_report import load_runs
+
+    sweep = tmp_path / "sweep"
+    _run(sweep, "0", "outcome", 0, "-", "-", [(True, [(True, True)])])
+    _run(sweep, "1", "prm", 0, "oracle", "-", [(True, [(True, True)])])
+    m = json.loads((sweep / "1" / "metrics.json").read_text())
+    (sweep / "1" / "metrics.json").write_text(json.dumps({**m, "mode": "async"}))
+    with pytest.raises(SystemExit, match="mode=async run"):
+        load_runs([sweep])
