@@ -48,6 +48,24 @@ class OracleAgent:
         return _scripted(self._queue.pop(0) if self._queue else "DONE")
 
 
+class ReplayAgent:
+    """Sends the given replies in order, then `then` (or fails once they run out): for driving an env
+    through a chosen path, e.g. a bad action followed by the reference solution."""
+
+    name = "scripted"
+
+    def __init__(self, replies: list[str], then: str | None = None):
+        self.replies, self.then = list(replies), then
+
+    def begin(self, task: Task, reference_actions: list[str]) -> None:
+        pass
+
+    def act(self, messages, tools=None):
+        if not self.replies and self.then is not None:
+            return _scripted(self.then)
+        return _scripted(self.replies.pop(0))
+
+
 class NoopAgent:
     """Finishes at once without acting: a task it solves is a task that tests nothing."""
 

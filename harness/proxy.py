@@ -31,6 +31,7 @@ from agents.transformers_policy import SamplingConfig
 from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
+from .config import typed
 from .sessions import BadSession, SessionBook, plain_messages
 from .train import Training, start_training
 from .types import Trajectory
@@ -178,7 +179,15 @@ def _check_signal(tr: Training) -> None:
 
 def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
     (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
+    tc = typed(cfg.mode, ProxyConfig)
+    try:  # bound before the servers start: a taken port fails at once (requests queue until serving)
+        server = ThreadingHTTPServer((tc.host, tc.port), BaseHTTPRequestHandler)
+    except OSError as e:
+        raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
+                         "mode.port, or mode.port=0 for a free one") from None
+    server.daemon_threads = True
     with ExitStack() as stack:
+        stack.callback(server.server_close)
         tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False)
         _check_signal(tr)
         tc, state = tr.tc, tr.state
@@ -209,9 +218,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                            next_group=state["groups_started"])
         proxy = Proxy(tr.policy, loops.gate, SessionBook(tc.max_sessions), tr.roll_sampling, tr.model_cfg.name,
                       tools=tr.tools)
-        server = ThreadingHTTPServer((tc.host, tc.port), make_handler(proxy))
-        server.daemon_threads = True
-        stack.callback(server.server_close)
+        server.RequestHandlerClass = make_handler(proxy)
         threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
         stack.callback(server.shutdown)
         url = f"http://{tc.host}:{server.server_address[1]}/v1"

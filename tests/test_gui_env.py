@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers nextstate/GUI-v0)
-from agents.base import NoopAgent, OracleAgent
+from agents.base import NoopAgent, OracleAgent, ReplayAgent
 from envs.gui import GUIEnv, GUIEnvConfig
 from envs.gui_a11y import parse_tree
 from envs.gui_apps import load_app_tasks
@@ -126,23 +126,9 @@ def test_limits_truncate_and_still_grade(env, gui_config):
     env.reset(seed=0, options={"task_id": task.task_id})
     replies = env.reference_actions(task)[:-1]  # the solution without its done()
     limited = EpisodeLimits(env, max_steps=len(replies))
-    traj = run_episode(limited, _Replies(replies), task, gui_config.system_prompt, seed=0)
+    traj = run_episode(limited, ReplayAgent(replies), task, gui_config.system_prompt, seed=0)
     assert traj.truncated and not traj.terminated and len(traj.steps) == len(replies)
     assert traj.success and traj.outcome == 1.0  # the app is graded when the limit cuts in
-
-
-class _Replies:
-    name = "scripted"
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-
-    def begin(self, task, reference_actions):
-        pass
-
-    def act(self, messages, tools=None):
-        from harness.types import Generation
-        return Generation(text=self.replies.pop(0), token_ids=[], logprobs=[])
 
 
 def test_partial_credit_is_not_success(env):

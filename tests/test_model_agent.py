@@ -49,3 +49,12 @@ def test_model_agent_eval_writes_a_leaderboard_row(tmp_path):
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     assert rows[0]["agent"] == "model" and rows[0]["model"] == "smollm2-135m-instruct"
     assert int(rows[0]["tokens"]) > 0 and rows[0]["infra_failures"] == "0"
+
+
+def test_replay_agent_sends_its_replies_then_the_fallback():
+    from agents.base import ReplayAgent
+
+    a = ReplayAgent(["one", "two"], then="DONE")
+    assert [a.act([]).text for _ in range(4)] == ["one", "two", "DONE", "DONE"]
+    with pytest.raises(IndexError):
+        ReplayAgent([]).act([])

@@ -126,3 +126,17 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     log, = metrics["train_log"]
     assert log["version"] == 1 and log["samples"] == 2 and log["staleness_max"] == 0
     assert (run_dir / "weights" / "model.safetensors").exists()
+
+
+def test_a_taken_port_is_a_clear_error_before_anything_starts(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = subprocess.run([sys.executable, "-m", "harness.run", "mode=proxy", f"mode.port={port}", "signal=opd",
+                            "hints=next_state", f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)))
+    assert p.returncode != 0 and f"cannot listen on 127.0.0.1:{port}" in p.stderr and "mode.port=0" in p.stderr
+    assert not (tmp_path / "run" / "server.log").exists()  # no model server was started

@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
-from agents.base import NoopAgent, OracleAgent
+from agents.base import NoopAgent, OracleAgent, ReplayAgent
 from envs.limits import EpisodeLimits
 from envs.swe import SWEEnv, SWEEnvConfig
 from envs.swe_actions import render_replace, render_shell, render_write
@@ -20,7 +20,7 @@ from envs.swe_grading import grade_patch
 from envs.swe_instances import load_swe_suite
 from harness.config import compose, typed
 from harness.rollout import run_episode
-from harness.types import Generation, Task
+from harness.types import Task
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).parents[1]
@@ -41,21 +41,8 @@ def env(swe_config, sandbox_config, docker):
     e.close()
 
 
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-
-    def begin(self, task, reference_actions):
-        pass
-
-    def act(self, messages, tools=None):
-        return Generation(text=self.replies.pop(0) if self.replies else "SUBMIT", token_ids=[], logprobs=[])
-
-
 def episode(env, cfg, replies, task_id):
-    return run_episode(env, Scripted(replies), BY_ID[task_id], cfg.system_prompt)
+    return run_episode(env, ReplayAgent(replies, then="SUBMIT"), BY_ID[task_id], cfg.system_prompt)
 
 
 @pytest.mark.parametrize("task", SUITE, ids=lambda t: t.task_id)
@@ -300,7 +287,7 @@ def test_max_steps_truncates_and_still_grades(env, swe_config):
     task = BY_ID[TASK]
     replies = env.reference_actions(task)[:-1]
     limited = EpisodeLimits(env, max_steps=len(replies))
-    traj = run_episode(limited, Scripted(replies + ["SUBMIT"]), task, swe_config.system_prompt)
+    traj = run_episode(limited, ReplayAgent(replies + ["SUBMIT"]), task, swe_config.system_prompt)
     assert traj.truncated and not traj.terminated and len(traj.steps) == len(replies)
     assert traj.success  # the work done before the cut is graded
 

@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
-from agents.base import NoopAgent, OracleAgent
+from agents.base import NoopAgent, OracleAgent, ReplayAgent
 from envs.limits import EpisodeLimits
 from envs.task_formats import load_suite, load_task_dir
 from envs.terminal import TerminalEnv
@@ -48,20 +48,6 @@ def test_noop_fails(env, terminal_config, task):
     assert not traj.infra_failure and not traj.success and traj.outcome == 0.0
 
 
-class _Scripted:
-    name = "scripted"
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-
-    def begin(self, task, reference_actions):
-        pass
-
-    def act(self, messages, tools=None):
-        from harness.types import Generation
-        return Generation(text=self.replies.pop(0), token_ids=[], logprobs=[])
-
-
 def test_bad_actions_become_error_next_states(env):
     env.reset(options={"task_id": SUITE[0].task_id})
     for junk in ["", "\x00\x01\x02\x03", "I would probably list\nthe files now\nif I could"]:
@@ -85,7 +71,7 @@ def test_tests_are_hidden_and_tamper_proof(env, terminal_config, task):
         "```bash\n(while true; do cp /dev/null /tests/run-tests.sh 2>/dev/null; sleep 0.05; done) &\n```",
         oracle.act([]).text, "DONE",
     ]
-    traj = run_episode(env, _Scripted(replies), task, terminal_config.system_prompt)
+    traj = run_episode(env, ReplayAgent(replies), task, terminal_config.system_prompt)
     assert "status=2" in traj.steps[0].next_state.text  # no such directory during the episode
     assert traj.success
 
@@ -94,7 +80,7 @@ def test_max_steps_truncates_and_still_grades(env, terminal_config):
     task = SUITE[0]
     limited = EpisodeLimits(env, max_steps=2)
     oracle_reply = env.reference_actions(task)[0]
-    traj = run_episode(limited, _Scripted(["```bash\ntrue\n```", oracle_reply, "DONE"]), task,
+    traj = run_episode(limited, ReplayAgent(["```bash\ntrue\n```", oracle_reply, "DONE"]), task,
                        terminal_config.system_prompt)
     assert traj.truncated and not traj.terminated and len(traj.steps) == 2
     assert traj.success  # the work done before the cut is graded

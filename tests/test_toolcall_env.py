@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
-from agents.base import NoopAgent, OracleAgent
+from agents.base import NoopAgent, OracleAgent, ReplayAgent
 from envs.limits import EpisodeLimits
 from envs.toolcall import ToolCallEnv, ToolCallEnvConfig
 from envs.toolcall_bundled import load_bundled, task_tools
@@ -16,7 +16,7 @@ from envs.toolcall_tools import toolsets
 from envs.toolcall_validate import check_calls
 from harness.config import compose, typed
 from harness.rollout import run_episode
-from harness.types import Generation
+
 
 SUITE = load_bundled(Path(__file__).parents[1] / "envs" / "tasks" / "toolcall")
 NO_DOCKER = [t for t in SUITE if "python" not in t.data["toolsets"]]
@@ -34,19 +34,6 @@ def env(config, sandbox_config):
     e = ToolCallEnv(config, sandbox_config, tasks=SUITE, run_id="pytest-toolcall")
     yield e
     e.close()
-
-
-class Scripted:
-    name = "scripted"
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-
-    def begin(self, task, reference_actions):
-        pass
-
-    def act(self, messages, tools=None):
-        return Generation(text=self.replies.pop(0), token_ids=[], logprobs=[])
 
 
 def test_suite_shape():
@@ -108,7 +95,7 @@ def test_bad_replies_are_error_next_states_and_the_episode_goes_on(env, config):
     ]
     expect = ["empty reply", "not valid JSON", "unbalanced", "unknown tool 'drop_table'",
               "expected integer, got string", "missing required", "unknown argument(s) 'force'", "must be one of"]
-    traj = run_episode(env, Scripted(bad + env.reference_actions(task)), task, config.system_prompt)
+    traj = run_episode(env, ReplayAgent(bad + env.reference_actions(task)), task, config.system_prompt)
     for step, reason in zip(traj.steps, expect):
         assert reason in step.next_state.text, (reason, step.next_state)
         assert step.reward == 0.0 and not step.info["step_label"]["matches_reference"]
@@ -141,11 +128,11 @@ def test_max_steps_truncates_and_still_grades(env, config):
     state_task = next(t for t in SUITE if t.task_id == STATE_TASK)
     refs = env.reference_actions(state_task)
     limited = EpisodeLimits(env, max_steps=len(refs) - 1)  # every call, but no final answer
-    traj = run_episode(limited, Scripted(refs), state_task, config.system_prompt)
+    traj = run_episode(limited, ReplayAgent(refs), state_task, config.system_prompt)
     assert traj.truncated and not traj.terminated and traj.success  # the state is what is graded
     answer_task = next(t for t in SUITE if t.task_id == ANSWER_TASK)
     refs = env.reference_actions(answer_task)
-    traj = run_episode(EpisodeLimits(env, max_steps=len(refs) - 1), Scripted(refs), answer_task,
+    traj = run_episode(EpisodeLimits(env, max_steps=len(refs) - 1), ReplayAgent(refs), answer_task,
                        config.system_prompt)
     assert traj.truncated and not traj.success  # no answer was given
 
