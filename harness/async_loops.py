@@ -20,6 +20,7 @@ stops all of them and is raised by `run`; a stop lets each worker finish its cur
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -113,8 +114,8 @@ class AsyncLoops:
 
     def __init__(self, *, produce: Callable[[int, Gate], tuple[int, Any]], judge: Callable[[int, Any], list],
                  update: Callable[[list], dict], publish: Callable[[], None], workers: int, batch_size: int,
-                 max_staleness: int,
-                 version: int = 0, next_group: int = 0, queue_groups: int | None = None):
+                 max_staleness: int, version: int = 0, next_group: int = 0, queue_groups: int | None = None,
+                 report_every_s: float = 60.0):
         if batch_size < 1 or workers < 1 or max_staleness < 0:
             raise ValueError("async loops need batch_size >= 1, workers >= 1 and max_staleness >= 0")
         self.produce, self.judge, self.update, self.publish = produce, judge, update, publish
@@ -131,6 +132,7 @@ class AsyncLoops:
         self._room = threading.Condition()
         self._errors: list[BaseException] = []
         self.groups_started = next_group
+        self.report_every_s = report_every_s  # while the trainer waits that long, say why (stderr)
 
     # -- workers --------------------------------------------------------------------------------
     def _take_group(self) -> int:
@@ -206,6 +208,13 @@ class AsyncLoops:
             self.gate.stop()
 
     # -- the trainer ----------------------------------------------------------------------------
+    def _note_waiting(self, pending: int, waited_s: float) -> None:
+        """A long wait for samples is either slow rollouts or groups that give none (e.g. no hints)."""
+        with self._room:
+            groups, samples = self._judged
+        print(f"[async] update {self.gate.version + 1} has waited {waited_s:.0f} s: {pending}/{self.batch_size} "
+              f"samples; {groups} groups judged so far gave {samples}", file=sys.stderr, flush=True)
+
     def run(self, updates: int, on_update: Callable[[UpdateReport], None] | None = None) -> list[UpdateReport]:
         threads = [threading.Thread(target=self._rollout_worker, name=f"rollout-{i}", daemon=True)
                    for i in range(self.workers)]
@@ -217,13 +226,16 @@ class AsyncLoops:
         dropped, wait_s = 0, 0.0
         try:
             while len(reports) < updates:
-                t0 = time.monotonic()
+                t0 = last_note = time.monotonic()
                 while len(pending) < self.batch_size:
                     if self._errors:
                         raise self._errors[0]
                     try:
                         t = self._samples.get(timeout=0.05)
                     except queue.Empty:
+                        if time.monotonic() - last_note > self.report_every_s:
+                            last_note = time.monotonic()
+                            self._note_waiting(len(pending), last_note - t0)
                         continue
                     pending += [Tagged(t.version, t.group_no, s) for s in t.item]
                     pending, n = fresh(pending, self.gate.version, self.max_staleness)

@@ -149,3 +149,25 @@ def test_the_group_schedule_is_the_same_in_every_process():
                             cwd=Path(__file__).parents[1], env=dict(os.environ, PYTHONHASHSEED=h)).stdout
              for h in ("1", "2")}
     assert len(picks) == 1 and len(set(eval(picks.pop()))) > 5
+
+
+def test_a_trainer_starved_of_samples_says_why(capsys):
+    """Groups that give no samples (e.g. no hint accepted) must not leave the run silent."""
+    stop_after = time.monotonic() + 0.6
+
+    def produce(n, gate):
+        gate.wait_open()
+        time.sleep(0.01)
+        return gate.version, []
+
+    def judge(n, group):
+        if time.monotonic() > stop_after:
+            raise RuntimeError("enough")
+        return []
+
+    loops = AsyncLoops(produce=produce, judge=judge, update=lambda s: {}, publish=lambda: None, workers=1,
+                       batch_size=2, max_staleness=1, report_every_s=0.2)
+    with pytest.raises(RuntimeError, match="enough"):
+        loops.run(updates=1)
+    err = capsys.readouterr().err
+    assert "[async] update 1 has waited" in err and "0/2 samples" in err and "gave 0" in err
