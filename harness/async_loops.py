@@ -98,7 +98,6 @@ class UpdateReport:
     samples: int
     staleness: list[int]  # per sample: versions behind at update time
     dropped_stale: int
-    groups: list[int]  # group numbers the batch drew on
     wait_s: float  # trainer time waiting for samples before this update
     update_s: float  # the PPO update (rollouts running)
     publish_s: float  # the weight swap (rollouts held)
@@ -128,7 +127,8 @@ class AsyncLoops:
         self._samples: queue.Queue[Tagged] = queue.Queue(maxsize=bound)
         self._backlog = 0  # samples judged and not yet trained on or dropped
         self._under_way = 0  # groups taken and not yet judged
-        self._judged = [0, 0]  # groups judged, samples they gave: the expected yield of a group
+        self._groups_judged = 0  # with the samples they gave: the expected yield of a group
+        self._samples_judged = 0
         self._room = threading.Condition()
         self._errors: list[BaseException] = []
         self.groups_started = next_group
@@ -153,8 +153,8 @@ class AsyncLoops:
                 continue
 
     def _expected(self) -> float:
-        groups, samples = self._judged
-        return self._backlog + self._under_way * (samples / groups if groups else 1.0)
+        groups = self._groups_judged
+        return self._backlog + self._under_way * (self._samples_judged / groups if groups else 1.0)
 
     def _wait_for_room(self) -> None:
         """Hold a worker while enough samples are waiting or on their way; then count its group in."""
@@ -171,8 +171,8 @@ class AsyncLoops:
             self._backlog += n
             if judged_group:
                 self._under_way -= 1
-                self._judged[0] += 1
-                self._judged[1] += n
+                self._groups_judged += 1
+                self._samples_judged += n
             self._room.notify_all()
 
     def _rollout_worker(self) -> None:
@@ -211,7 +211,7 @@ class AsyncLoops:
     def _note_waiting(self, pending: int, waited_s: float) -> None:
         """A long wait for samples is either slow rollouts or groups that give none (e.g. no hints)."""
         with self._room:
-            groups, samples = self._judged
+            groups, samples = self._groups_judged, self._samples_judged
         print(f"[async] update {self.gate.version + 1} has waited {waited_s:.0f} s: {pending}/{self.batch_size} "
               f"samples; {groups} groups judged so far gave {samples}", file=sys.stderr, flush=True)
 
@@ -254,7 +254,7 @@ class AsyncLoops:
                 finally:
                     self.gate.resume(version + 1)
                 report = UpdateReport(version + 1, len(batch), [version - t.version for t in batch], dropped,
-                                      sorted({t.group_no for t in batch}), round(wait_s, 3),
+                                      round(wait_s, 3),
                                       round(t2 - t1, 3), round(time.monotonic() - t2, 3), stats)
                 reports.append(report)
                 if on_update:

@@ -72,12 +72,13 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
         since = {"episodes": 0, "successes": 0, "judge_votes": 0, "hints_accepted": 0, "steps": 0}
 
         def produce(group_no: int, gate: Gate):
-            task, versions, trajs = group_task(tr, group_no), [], []
+            task, trajs, version = group_task(tr, group_no), [], None
             for k in range(tc.group_size):
-                versions.append(gate.wait_open())
+                v = gate.wait_open()
+                version = v if version is None else version  # versions only grow: the first is the oldest
                 trajs.append(run_episode(tr.pool.get(), tr.rollout_agent(hash((cfg.seed, group_no, k))), task,
                                          tr.env_cfg.system_prompt, seed=cfg.seed))
-            return min(versions), trajs
+            return version, trajs
 
         def judge(group_no: int, trajs):
             samples, steps, info = tr.samples(trajs, salt=group_no)

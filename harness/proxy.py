@@ -32,7 +32,7 @@ from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import typed
-from .sessions import BadSession, SessionBook, plain_messages
+from .sessions import BadSession, SessionBook, plain_messages, turn_type_of
 from .train import Training, start_training
 from .types import Trajectory
 
@@ -79,12 +79,10 @@ class Proxy:
             return 503, _error("the policy's weights are being updated; retry in a moment", "unavailable"), \
                 {"Retry-After": "1"}
         session = headers.get("X-Session-Id") or None
-        turn_type = (headers.get("X-Turn-Type") or "main").strip().lower()
         try:
+            turn_type = turn_type_of(headers.get("X-Turn-Type"))
             messages = plain_messages(body.get("messages"))
             sampling = self._sampling(body)
-            if turn_type not in ("main", "side"):
-                raise BadSession(f"X-Turn-Type must be main or side, got {turn_type!r}")
         except BadSession as e:
             return 400, _error(str(e)), {}
         tools = body.get("tools") or None

@@ -22,6 +22,14 @@ class BadSession(ValueError):
     """A request the session bookkeeping cannot read (the proxy answers 400 with the message)."""
 
 
+def turn_type_of(header: str | None) -> str:
+    """The `X-Turn-Type` header's value: main (the default) or side."""
+    turn_type = (header or "main").strip().lower()
+    if turn_type not in TURN_TYPES:
+        raise BadSession(f"X-Turn-Type must be main or side, got {turn_type!r}")
+    return turn_type
+
+
 @dataclass
 class PendingTurn:
     """A main reply waiting for its next state."""
@@ -77,8 +85,7 @@ class SessionBook:
                version: int, done: bool = False) -> list[tuple[int, Step]]:
         """Note a served request; return the steps it completes, with the policy version each reply
         was sampled with (at most one: the session's previous main reply)."""
-        if turn_type not in TURN_TYPES:
-            raise BadSession(f"X-Turn-Type must be main or side, got {turn_type!r}")
+        turn_type = turn_type_of(turn_type)
         if session_id is None or turn_type == "side":
             return []
         out = []
