@@ -7,8 +7,9 @@ policy; every live conversation through it becomes training data while it is bei
   -> trainer: `batch_samples` fresh samples -> PPO update -> weights swapped into the server
      (requests meanwhile get HTTP 503 with Retry-After, as in the paper) -> log line + checkpoint
 
-There is no env, no task and no outcome: use a per-step signal with `signal.baseline=none`
-(`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy stops (0 = until Ctrl-C).
+Tool calls and streaming speak OpenAI's wire format (harness/openai_wire.py), so agent frameworks
+that run tools work unchanged. There is no env, no task and no outcome: use a per-step signal with
+`signal.baseline=none` (`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy stops (0 = until Ctrl-C).
 The URL is printed and written to `<run_dir>/proxy.json` (with `mode.port=0`, a free port is taken).
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import typed
-from .sessions import BadSession, SessionBook, plain_messages, turn_type_of
+from .openai_wire import BadRequest, completion, offered_tools, plain_messages, stream_events
+from .sessions import SessionBook, turn_type_of
 from .train import Training, start_training
 from .types import Trajectory
 
@@ -67,25 +69,25 @@ class Proxy:
                                   float(body.get("temperature", s.temperature)), float(body.get("top_p", s.top_p)),
                                   s.max_prompt_tokens)
         except (TypeError, ValueError) as e:
-            raise BadSession(f"max_tokens, temperature and top_p must be numbers ({e})") from None
+            raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
 
-    def chat(self, body, headers) -> tuple[int, dict, dict]:
-        """(HTTP status, JSON body, extra headers) for one chat-completions request."""
+    def chat(self, body, headers) -> tuple[int, dict | bytes, dict]:
+        """(HTTP status, JSON body or event-stream bytes, extra headers) for one chat-completions request."""
         if not isinstance(body, dict):
             return 400, _error("the body must be a JSON object"), {}
-        if body.get("stream"):
-            return 400, _error("stream=true is not supported: ask without streaming"), {}
         if not self.gate.is_open:
             return 503, _error("the policy's weights are being updated; retry in a moment", "unavailable"), \
                 {"Retry-After": "1"}
         session = headers.get("X-Session-Id") or None
         try:
+            if body.get("n", 1) not in (1, None):
+                raise BadRequest("n must be 1: the proxy samples one reply per request")
             turn_type = turn_type_of(headers.get("X-Turn-Type"))
             messages = plain_messages(body.get("messages"))
+            tools = offered_tools(body)
             sampling = self._sampling(body)
-        except BadSession as e:
+        except BadRequest as e:
             return 400, _error(str(e)), {}
-        tools = body.get("tools") or None
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
         gen = self.policy.generate([messages], tools=tools, sampling=sampling)[0]
         done = self.book.record(session, turn_type, messages, gen, version, _truthy(headers.get("X-Session-Done")))
@@ -96,13 +98,12 @@ class Proxy:
                 self.tools[session] = tools
         for v, step in done:
             self.steps.put((v, session, step))
-        return 200, {
-            "id": f"chatcmpl-nextstate-{self.served}", "object": "chat.completion", "created": int(time.time()),
-            "model": self.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": gen.text},
-                         "finish_reason": gen.finish_reason}],
-            "usage": {"prompt_tokens": len(gen.prompt_token_ids), "completion_tokens": len(gen.token_ids),
-                      "total_tokens": len(gen.prompt_token_ids) + len(gen.token_ids)}}, {}
+        reply = completion(gen, self.model_name, parse_tool_calls=bool(tools) and body.get("tool_choice") != "none")
+        if body.get("stream"):
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return 200, stream_events(reply, include_usage=usage), {"Content-Type": "text/event-stream",
+                                                                     "Cache-Control": "no-cache"}
+        return 200, reply, {}
 
     def next_step(self, gate: Gate):
         """The next completed step, as a one-step trajectory (blocks; `Stopped` once stopping)."""
@@ -132,12 +133,13 @@ def make_handler(proxy: Proxy):
         def log_message(self, *args):
             pass
 
-        def _send(self, status: int, obj: dict, headers: dict | None = None) -> None:
-            data = json.dumps(obj).encode()
+        def _send(self, status: int, obj: dict | bytes, headers: dict | None = None) -> None:
+            """A JSON body, or bytes of the type in `headers` (a whole event stream: its length is known)."""
+            headers = {"Content-Type": "application/json", **(headers or {})}
+            data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
+            for k, v in headers.items():
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)

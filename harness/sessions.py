@@ -13,20 +13,17 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from .openai_wire import BadRequest
 from .types import Generation, NextState, Step
 
 TURN_TYPES = ("main", "side")
-
-
-class BadSession(ValueError):
-    """A request the session bookkeeping cannot read (the proxy answers 400 with the message)."""
 
 
 def turn_type_of(header: str | None) -> str:
     """The `X-Turn-Type` header's value: main (the default) or side."""
     turn_type = (header or "main").strip().lower()
     if turn_type not in TURN_TYPES:
-        raise BadSession(f"X-Turn-Type must be main or side, got {turn_type!r}")
+        raise BadRequest(f"X-Turn-Type must be main or side, got {turn_type!r}")
     return turn_type
 
 
@@ -37,29 +34,6 @@ class PendingTurn:
     messages: list[dict[str, str]]
     generation: Generation
     version: int
-
-
-def text_of(content) -> str:
-    """A message's text: OpenAI content is a string or a list of parts (text parts are kept)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
-    raise BadSession(f"message content must be a string or a list of parts, got {type(content).__name__}")
-
-
-def plain_messages(messages) -> list[dict[str, str]]:
-    """The request's messages as role/content strings, or `BadSession` saying what is wrong."""
-    if not isinstance(messages, list) or not messages:
-        raise BadSession("`messages` must be a non-empty list")
-    out = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise BadSession(f"messages[{i}] must be an object with a string `role`")
-        out.append({"role": m["role"], "content": text_of(m.get("content"))})
-    return out
 
 
 def next_state_of(messages: list[dict[str, str]]) -> NextState:

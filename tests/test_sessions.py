@@ -9,17 +9,21 @@ import sys
 import time
 from pathlib import Path
 
+import openai
 import pytest
 import requests
 
 from harness.async_loops import Gate
 from harness.proxy import Proxy
-from harness.sessions import BadSession, SessionBook, next_state_of, plain_messages
+from harness.openai_wire import BadRequest, plain_messages
+from harness.sessions import SessionBook, next_state_of
 from harness.types import Generation
 
 ROOT = Path(__file__).parents[1]
 U = lambda text: {"role": "user", "content": text}  # noqa: E731
 A = lambda text: {"role": "assistant", "content": text}  # noqa: E731
+FRUIT_TOOL = {"type": "function", "function": {"name": "pick_fruit", "description": "Pick a fruit",
+                                               "parameters": {"type": "object", "properties": {}}}}
 
 
 def gen(text, ids=(5, 6)):
@@ -48,7 +52,7 @@ def test_side_turns_anonymous_requests_and_finished_sessions_do_not_train():
     assert step.action_text == "a"  # the side turn did not replace the pending reply
     assert book.open_sessions == 0 and book.unanswered == 1  # "b" never gets a next state
     assert book.record("s", "main", [U("new start")], gen("c"), 0) == []  # a new session under the same id
-    with pytest.raises(BadSession, match="main or side"):
+    with pytest.raises(BadRequest, match="main or side"):
         book.record("s", "aside", [U("q")], gen("a"), 0)
 
 
@@ -69,7 +73,7 @@ def test_messages_are_read_as_openai_sends_them_or_refused_with_a_reason():
                                                         {"type": "text", "text": "there"}]}]) == [U("hi there")]
     assert plain_messages([{"role": "assistant", "content": None}]) == [A("")]
     for bad, why in (([], "non-empty"), ("hi", "non-empty"), ([{"content": "x"}], "role"), ([{"role": "user", "content": 3}], "string")):
-        with pytest.raises(BadSession, match=why):
+        with pytest.raises(BadRequest, match=why):
             plain_messages(bad)
 
 
@@ -77,7 +81,7 @@ def test_proxy_refuses_bad_requests_and_answers_503_while_weights_are_swapped():
     gate = Gate(0)
     proxy = Proxy(policy=None, gate=gate, book=SessionBook(), sampling=None, model_name="m")  # never reaches the model
     assert proxy.chat([1], {})[0] == 400
-    assert proxy.chat({"messages": [U("q")], "stream": True}, {})[0] == 400
+    assert proxy.chat({"messages": [U("q")], "n": 3}, {})[0] == 400
     status, body, _ = proxy.chat({"messages": []}, {})
     assert status == 400 and "non-empty" in body["error"]["message"]
     gate.pause()
@@ -112,8 +116,18 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
         a1 = chat([U("What is 2+2?")], "alice")
         chat([U("Give this chat a short title.")], "alice", **{"X-Turn-Type": "side"})
         chat([U("What is 2+2?"), A(a1), U("No, answer with just the number 4, please.")], "alice")
-        b1 = chat([U("Name a fruit.")], "bob")
-        chat([U("Name a fruit."), A(b1), U("Please answer in one word: apple.")], "bob", **{"X-Session-Done": "1"})
+        # bob's agent uses the official client, offers a tool and streams: whatever the model does
+        # (call the tool or answer), its message goes back into the history as the client got it
+        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=300)
+        bob = {"X-Session-Id": "bob"}
+        first = client.chat.completions.create(model="smollm2-135m-instruct", messages=[U("Name a fruit.")],
+                                               tools=[FRUIT_TOOL], temperature=1.0, extra_headers=bob).choices[0]
+        assert first.finish_reason in ("stop", "length", "tool_calls")
+        assert (first.message.tool_calls is not None) == (first.finish_reason == "tool_calls")
+        history = [U("Name a fruit."), first.message.model_dump(exclude_none=True), U("Please answer in one word: apple.")]
+        chunks = list(client.chat.completions.create(model="smollm2-135m-instruct", messages=history, stream=True,
+                                                     extra_headers={**bob, "X-Session-Done": "1"}))
+        assert chunks[-1].choices[0].finish_reason in ("stop", "length")
         out, _ = proc.communicate(timeout=600)  # two steps = one batch = one update, then it stops
     finally:
         if proc.poll() is None:

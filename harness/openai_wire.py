@@ -1,0 +1,121 @@
+"""The OpenAI chat-completions wire format, in and out of NextState's own convention (for the proxy).
+
+In: messages as OpenAI clients send them become role/content strings for the chat template. An
+assistant message's `tool_calls` become `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
+blocks in its content, the convention the policy writes and the tool-call env trains, so the model
+reads its earlier calls the way it made them. Tool results keep the role `tool`.
+
+Out: a reply becomes a `chat.completion`. When the request offered `tools` (and `tool_choice` is not
+"none"), well-formed `<tool_call>` blocks become `message.tool_calls` with finish_reason "tool_calls",
+and the rest of the text is the content, so agent frameworks run the calls. A reply whose blocks do
+not parse stays plain content: the client shows it, and whatever the user answers is its next state.
+With `stream=true` the same completion goes out as server-sent events (`chat.completion.chunk`s, then
+`data: [DONE]`). The reply is generated whole, so its text arrives in one chunk: streaming clients
+work, but tokens do not trickle in one by one.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from envs.toolcall_parse import ToolCall, scan_calls
+
+from .types import Generation
+
+
+class BadRequest(ValueError):
+    """A request the proxy cannot read (answered with HTTP 400 and this message)."""
+
+
+def text_of(content) -> str:
+    """A message's text: OpenAI content is a string or a list of parts (text parts are kept)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    raise BadRequest(f"message content must be a string or a list of parts, got {type(content).__name__}")
+
+
+def _call_block(call, where: str) -> str:
+    """One OpenAI tool call (`{"function": {"name", "arguments": "<JSON text>"}}`) as a `<tool_call>` block."""
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise BadRequest(f"{where} must be an object with function.name")
+    arguments = fn.get("arguments") or "{}"
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as e:
+            raise BadRequest(f"{where}: function.arguments is not JSON ({e.msg})") from None
+    if not isinstance(arguments, dict):
+        raise BadRequest(f"{where}: function.arguments must be a JSON object")
+    return ToolCall(fn["name"], arguments).render()
+
+
+def plain_messages(messages) -> list[dict[str, str]]:
+    """The request's messages as role/content strings, or `BadRequest` saying what is wrong."""
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("`messages` must be a non-empty list")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string `role`")
+        text = text_of(m.get("content"))
+        calls = m.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise BadRequest(f"messages[{i}].tool_calls must be a list")
+        blocks = [_call_block(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(calls)]
+        out.append({"role": m["role"], "content": "\n".join([text, *blocks] if text else blocks)})
+    return out
+
+
+def offered_tools(body: dict) -> list[dict] | None:
+    """The request's `tools` (None when it has none), checked to be a list of objects."""
+    tools = body.get("tools") or None
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+        raise BadRequest("`tools` must be a list of tool objects")
+    return tools
+
+
+def completion(gen: Generation, model: str, *, parse_tool_calls: bool) -> dict:
+    """The `chat.completion` for one reply; its calls as `tool_calls` when the client offered tools."""
+    message: dict = {"role": "assistant", "content": gen.text}
+    finish_reason = gen.finish_reason
+    if parse_tool_calls:
+        calls, text, error = scan_calls(gen.text)
+        if error is None and calls:
+            message = {"role": "assistant", "content": text or None, "tool_calls": [
+                {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+                for name, args in calls]}
+            finish_reason = "tool_calls"
+    prompt, reply = len(gen.prompt_token_ids), len(gen.token_ids)
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": reply, "total_tokens": prompt + reply}}
+
+
+def stream_events(done: dict, *, include_usage: bool = False) -> bytes:
+    """A whole `chat.completion` as the server-sent events a streaming client reads: the role, the
+    content, the tool calls (each whole, with its index), the finish reason, optionally the usage,
+    then `[DONE]`."""
+    head = {k: done[k] for k in ("id", "created", "model")}
+    choice = done["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict, finish_reason: str | None = None) -> dict:
+        return {**head, "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if message.get("content"):
+        chunks.append(chunk({"content": message["content"]}))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{"index": i, **call}]}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": done["usage"]})
+    return b"".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"

@@ -1,0 +1,156 @@
+"""The proxy speaks OpenAI's wire format (harness/openai_wire.py): an agent framework's tool calls
+come back as `tool_calls` it can run, its history reads back as the `<tool_call>` text the policy
+wrote, and streaming clients get server-sent events. Checked with the official `openai` client
+against the proxy's real HTTP handler; the policy behind it is scripted, since the 135M model
+cannot be made to emit a chosen call (the real-model proxy run is in tests/test_sessions.py)."""
+import json
+import threading
+from http.server import ThreadingHTTPServer
+
+import openai
+import pytest
+
+from agents.transformers_policy import SamplingConfig
+from envs.toolcall_parse import scan_calls
+from harness.async_loops import Gate
+from harness.openai_wire import BadRequest, completion, plain_messages, stream_events
+from harness.proxy import Proxy, make_handler
+from harness.sessions import SessionBook
+from harness.types import Generation
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+TWO_CALLS = ('Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+             '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Zürich"}}\n</tool_call>')
+
+
+def gen(text: str, finish_reason: str = "stop") -> Generation:
+    return Generation(text=text, token_ids=[7, 8, 9], logprobs=[-0.1] * 3, prompt_token_ids=[1, 2], finish_reason=finish_reason)
+
+
+class ScriptedPolicy:
+    """Answers with the given replies in order and keeps what it was asked (for the proxy's wire format)."""
+
+    def __init__(self, *replies: str):
+        self.replies, self.asked = list(replies), []
+
+    def generate(self, conversations, *, tools=None, sampling=None):
+        self.asked.append((conversations[0], tools))
+        return [gen(self.replies.pop(0))]
+
+
+def test_a_reply_with_calls_becomes_tool_calls_only_when_the_client_offered_tools():
+    out = completion(gen(TWO_CALLS), "m", parse_tool_calls=True)
+    (choice,) = out["choices"]
+    assert choice["finish_reason"] == "tool_calls"
+    message = choice["message"]
+    assert message["content"] == "Let me look."
+    assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather", "get_weather"]
+    assert [json.loads(c["function"]["arguments"]) for c in message["tool_calls"]] == [{"city": "Paris"}, {"city": "Zürich"}]
+    assert len({c["id"] for c in message["tool_calls"]}) == 2 and out["usage"]["total_tokens"] == 5
+    # no tools offered (or tool_choice=none): the text as written
+    plain = completion(gen(TWO_CALLS), "m", parse_tool_calls=False)["choices"][0]
+    assert plain["message"] == {"role": "assistant", "content": TWO_CALLS} and plain["finish_reason"] == "stop"
+    # a block that does not parse stays text, so the user can answer it
+    broken = '<tool_call>{"name": "get_weather", "arguments": {city: Paris}}</tool_call>'
+    bad = completion(gen(broken, "length"), "m", parse_tool_calls=True)["choices"][0]
+    assert bad["message"]["content"] == broken and "tool_calls" not in bad["message"] and bad["finish_reason"] == "length"
+    only_calls = completion(gen('<tool_call>{"name": "f", "arguments": {}}</tool_call>'), "m", parse_tool_calls=True)
+    assert only_calls["choices"][0]["message"]["content"] is None
+
+
+def test_the_history_reads_back_as_the_calls_the_policy_wrote():
+    calls = completion(gen(TWO_CALLS), "m", parse_tool_calls=True)["choices"][0]["message"]
+    history = plain_messages([{"role": "user", "content": "Weather in Paris and Zürich?"}, calls,
+                              {"role": "tool", "tool_call_id": calls["tool_calls"][0]["id"], "content": "sunny"}])
+    assert history[1]["role"] == "assistant" and history[2] == {"role": "tool", "content": "sunny"}
+    assert scan_calls(history[1]["content"]) == scan_calls(TWO_CALLS)  # same calls, same text around them
+    no_text = plain_messages([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]}])
+    assert scan_calls(no_text[0]["content"]) == ([("f", {})], "", None)
+    for bad, why in (([{"role": "assistant", "tool_calls": [{"function": {}}]}], r"tool_calls\[0\] must be an object"),
+                     ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}], "not JSON"),
+                     ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}], "JSON object"),
+                     ([{"role": "assistant", "tool_calls": "f()"}], "must be a list")):
+        with pytest.raises(BadRequest, match=why):
+            plain_messages(bad)
+
+
+def test_a_stream_carries_the_same_completion_as_events():
+    done = completion(gen(TWO_CALLS), "m", parse_tool_calls=True)
+    raw = stream_events(done, include_usage=True).decode()
+    events = [e[len("data: "):] for e in raw.split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and {c["id"] for c in chunks} == {done["id"]}
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert deltas[0]["role"] == "assistant"
+    assert "".join(d.get("content") or "" for d in deltas) == "Let me look."
+    assert [d["tool_calls"][0]["index"] for d in deltas if "tool_calls" in d] == [0, 1]
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+    assert chunks[-1]["usage"] == done["usage"] and chunks[-1]["choices"] == []
+    assert "usage" not in json.dumps(stream_events(done)[:-len("data: [DONE]\n\n")].decode())
+
+
+@pytest.fixture
+def served():
+    """The proxy's real HTTP handler on a free port, with a scripted policy behind it."""
+    servers = []
+
+    def serve(policy):
+        proxy = Proxy(policy, Gate(0), SessionBook(), SamplingConfig(16, 1.0, 1.0, 512), model_name="scripted")
+        server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(proxy))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="unused",
+                               max_retries=0, timeout=30)
+        return proxy, client
+
+    yield serve
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def test_the_openai_client_runs_tool_calls_through_the_proxy_of_a_scripted_policy(served):
+    policy = ScriptedPolicy(TWO_CALLS, "Paris is sunny and Zürich is rainy.")
+    proxy, client = served(policy)
+    session = {"X-Session-Id": "agent-1"}
+    messages = [{"role": "user", "content": "Weather in Paris and Zürich?"}]
+    first = client.chat.completions.create(model="scripted", messages=messages, tools=[WEATHER], extra_headers=session)
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Let me look."
+    calls = choice.message.tool_calls
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Zürich"})]
+    assert policy.asked[0][1] == [WEATHER]  # the tools reached the chat template
+    # the framework runs the calls and sends the results back, as agent loops do
+    messages += [choice.message.model_dump(exclude_none=True),
+                 *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, ("sunny", "rainy")))]
+    stream = client.chat.completions.create(model="scripted", messages=messages, tools=[WEATHER], stream=True,
+                                            stream_options={"include_usage": True}, extra_headers=session)
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Paris is sunny and Zürich is rainy."
+    assert chunks[-1].usage.total_tokens == 5
+    # the policy read its own calls back as it wrote them, and the first reply is now a step to learn from
+    prompt = policy.asked[1][0]
+    assert scan_calls(prompt[1]["content"]) == scan_calls(TWO_CALLS)
+    version, session_id, step = proxy.steps.get_nowait()
+    assert (version, session_id, step.action_text) == (0, "agent-1", TWO_CALLS)
+    assert step.next_state.kind == "tool" and step.next_state.text == "sunny\nrainy"
+    assert proxy.tools["agent-1"] == [WEATHER]
+
+
+def test_the_openai_client_reads_the_proxys_refusals(served):
+    proxy, client = served(ScriptedPolicy())
+    with pytest.raises(openai.BadRequestError, match="n must be 1"):
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], n=2)
+    with pytest.raises(openai.BadRequestError, match="function.arguments is not JSON"):
+        client.chat.completions.create(model="scripted", messages=[
+            {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{"}}]}])
+    proxy.gate.pause()
+    with pytest.raises(openai.APIStatusError) as e:
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], stream=True)
+    assert e.value.status_code == 503 and e.value.response.headers["Retry-After"] == "1"
+    assert proxy.served == 0
