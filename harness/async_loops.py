@@ -102,6 +102,7 @@ class UpdateReport:
     update_s: float  # the PPO update (rollouts running)
     publish_s: float  # the weight swap (rollouts held)
     stats: dict = field(default_factory=dict)
+    open_from: int = 0  # every group before this one is trained on or dropped: a resume starts here
 
 
 class AsyncLoops:
@@ -224,6 +225,7 @@ class AsyncLoops:
         reports: list[UpdateReport] = []
         pending: list[Tagged] = []  # one Tagged per sample
         dropped, wait_s = 0, 0.0
+        received, all_below = set(), self._next_group  # the groups whose samples reached the trainer
         try:
             while len(reports) < updates:
                 t0 = last_note = time.monotonic()
@@ -238,6 +240,10 @@ class AsyncLoops:
                             self._note_waiting(len(pending), last_note - t0)
                         continue
                     pending += [Tagged(t.version, t.group_no, s) for s in t.item]
+                    received.add(t.group_no)
+                    while all_below in received:
+                        received.remove(all_below)
+                        all_below += 1
                     pending, n = fresh(pending, self.gate.version, self.max_staleness)
                     dropped += n
                     self._settle(-n)
@@ -255,7 +261,8 @@ class AsyncLoops:
                     self.gate.resume(version + 1)
                 report = UpdateReport(version + 1, len(batch), [version - t.version for t in batch], dropped,
                                       round(wait_s, 3),
-                                      round(t2 - t1, 3), round(time.monotonic() - t2, 3), stats)
+                                      round(t2 - t1, 3), round(time.monotonic() - t2, 3), stats,
+                                      min([t.group_no for t in pending] + [all_below]))
                 reports.append(report)
                 if on_update:
                     on_update(report)

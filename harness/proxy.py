@@ -34,6 +34,7 @@ from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import typed
 from .openai_wire import BadRequest, completion, offered_tools, plain_messages, stream_events
+from .session_journal import SessionJournal
 from .sessions import SessionBook, turn_type_of
 from .train import Training, start_training
 from .types import Trajectory
@@ -53,11 +54,8 @@ def _truthy(value: str | None) -> bool:
 class Proxy:
     """The endpoint's logic, apart from HTTP: serve a request, record what it completes."""
 
-    def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str,
-                 tools: dict | None = None):
+    def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str):
         self.policy, self.gate, self.book, self.sampling, self.model_name = policy, gate, book, sampling, model_name
-        self.tools = tools if tools is not None else {}  # session -> its tools (the teacher's prompt needs them)
-        self.steps: queue.Queue = queue.Queue()  # (version, session, Step), for the judge
         self.served = 0
         self.recorded = 0
         self._lock = threading.Lock()
@@ -90,14 +88,11 @@ class Proxy:
             return 400, _error(str(e)), {}
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
         gen = self.policy.generate([messages], tools=tools, sampling=sampling)[0]
-        done = self.book.record(session, turn_type, messages, gen, version, _truthy(headers.get("X-Session-Done")))
+        done = self.book.record(session, turn_type, messages, gen, version, _truthy(headers.get("X-Session-Done")),
+                                tools=tools)
         with self._lock:
             self.served += 1
             self.recorded += len(done)
-            if session and tools and turn_type == "main":
-                self.tools[session] = tools
-        for v, step in done:
-            self.steps.put((v, session, step))
         reply = completion(gen, self.model_name, parse_tool_calls=bool(tools) and body.get("tool_choice") != "none")
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -105,21 +100,24 @@ class Proxy:
                                                                      "Cache-Control": "no-cache"}
         return 200, reply, {}
 
-    def next_step(self, gate: Gate):
-        """The next completed step, as a one-step trajectory (blocks; `Stopped` once stopping)."""
+    def next_step(self, group_no: int, gate: Gate):
+        """Step `group_no`, the next completed one, as a one-step trajectory (blocks; `Stopped` once
+        stopping). The loops number their groups as the book numbers its steps, which a resume relies on."""
         while True:
             if gate.stopping:
                 raise Stopped
             try:
-                version, session, step = self.steps.get(timeout=0.05)
+                s = self.book.steps.get(timeout=0.05)
             except queue.Empty:
                 continue
-            return version, [Trajectory(task_id=session, env_id="proxy", steps=[step])]
+            if s.no != group_no:
+                raise RuntimeError(f"the proxy's step {s.no} reached the loops as group {group_no}")
+            return s.version, [Trajectory(task_id=s.session, env_id="proxy", steps=[s.step])]
 
     def stats(self) -> dict:
         return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,
                 "open_sessions": self.book.open_sessions, "unanswered": self.book.unanswered,
-                "steps_waiting": self.steps.qsize()}
+                "steps_waiting": self.book.steps.qsize()}
 
 
 def _error(message: str, kind: str = "invalid_request_error") -> dict:
@@ -193,6 +191,12 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         tc, state = tr.tc, tr.state
         state.setdefault("groups_started", 0)
         state.setdefault("dropped_stale", 0)
+        state.setdefault("open_from", 0)
+        book = SessionBook(tc.max_sessions, SessionJournal(run_dir / "sessions.jsonl"), first_step=state["open_from"],
+                           tools=tr.tools)
+        if book.restored_pending or book.restored_steps:
+            print(f"[proxy] resumed {book.restored_pending} replies waiting for their next state and "
+                  f"{book.restored_steps} steps not yet trained on", flush=True)
         lock = threading.Lock()
         loops: AsyncLoops
         proxy: Proxy
@@ -206,23 +210,25 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         def on_update(r: UpdateReport) -> None:
             with lock:
                 log = {**record_update(state, r, loops), **proxy.stats()}
+                state["open_from"] = r.open_from
                 tr.checkpoint()
+            book.compact(r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
             append_jsonl(tr.log_file, log)
             print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
                   f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")
 
-        loops = AsyncLoops(produce=lambda n, gate: proxy.next_step(gate), judge=judge,
+        loops = AsyncLoops(produce=lambda n, gate: proxy.next_step(n, gate), judge=judge,
                            update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state["iteration"] + 1))),
                            publish=tr.publish, workers=1, batch_size=tc.batch_samples,
                            max_staleness=tc.max_staleness, version=state["iteration"] + 1,
-                           next_group=state["groups_started"])
-        proxy = Proxy(tr.policy, loops.gate, SessionBook(tc.max_sessions), tr.roll_sampling, tr.model_cfg.name,
-                      tools=tr.tools)
+                           next_group=state["open_from"])
+        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name)
         server.RequestHandlerClass = make_handler(proxy)
         threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
         stack.callback(server.shutdown)
         url = f"http://{tc.host}:{server.server_address[1]}/v1"
         write_json_atomic(run_dir / "proxy.json", {"url": url, "pid": os.getpid(), "model": tr.model_cfg.name})
+        stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
         print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
               f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
         remaining = tc.iterations - (state["iteration"] + 1) if tc.iterations else 10**12

@@ -123,6 +123,18 @@ def test_resumed_loops_continue_the_group_numbers_and_versions():
     assert min(n for n, _ in log["produced"]) == 40 and loops.groups_started > 40
 
 
+def test_each_update_says_from_which_group_a_resume_must_start():
+    loops, log = _loops(produce_s=0.005, workers=3, batch_size=3, max_staleness=100, next_group=10)
+    reports = loops.run(updates=6)
+    trained: set = set()
+    for r, batch in zip(reports, log["updates"]):
+        trained |= set(batch)
+        before = {f"g{n}{x}" for n in range(10, r.open_from) for x in "ab"}
+        assert before <= trained  # nothing before open_from is left to train on
+        assert not {f"g{r.open_from}a", f"g{r.open_from}b"} <= trained  # and open_from itself is not done
+    assert reports[0].open_from in (10, 11)  # the first batch: 3 samples of groups of 2, in any order
+
+
 @pytest.mark.parametrize("where,error", [("produce", RuntimeError), ("judge", ValueError), ("update", KeyError)])
 def test_an_error_in_any_loop_is_raised_and_every_thread_ends(where, error):
     loops, _ = _loops(workers=2, batch_size=2, max_staleness=1, fail_in=where)

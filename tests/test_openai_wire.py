@@ -136,10 +136,10 @@ def test_the_openai_client_runs_tool_calls_through_the_proxy_of_a_scripted_polic
     # the policy read its own calls back as it wrote them, and the first reply is now a step to learn from
     prompt = policy.asked[1][0]
     assert scan_calls(prompt[1]["content"]) == scan_calls(TWO_CALLS)
-    version, session_id, step = proxy.steps.get_nowait()
-    assert (version, session_id, step.action_text) == (0, "agent-1", TWO_CALLS)
-    assert step.next_state.kind == "tool" and step.next_state.text == "sunny\nrainy"
-    assert proxy.tools["agent-1"] == [WEATHER]
+    done = proxy.book.steps.get_nowait()
+    assert (done.no, done.version, done.session, done.step.action_text) == (0, 0, "agent-1", TWO_CALLS)
+    assert done.step.next_state.kind == "tool" and done.step.next_state.text == "sunny\nrainy"
+    assert proxy.book.tools["agent-1"] == [WEATHER] and done.tools == [WEATHER]
 
 
 def test_the_openai_client_reads_the_proxys_refusals(served):

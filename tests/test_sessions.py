@@ -90,27 +90,40 @@ def test_proxy_refuses_bad_requests_and_answers_503_while_weights_are_swapped():
     assert proxy.served == 0
 
 
+def _proxy_args(run_dir, *extra):
+    return [sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state", "mode.teacher=policy",
+            "mode.port=0", "mode.batch_samples=2", "mode.iterations=1", "model.max_new_tokens=8", "progress=false",
+            f"hydra.run.dir={run_dir}", *extra]
+
+
+def _start_proxy(args, run_dir, env):
+    """The proxy process and its URL, once it serves."""
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "proxy.json").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(proc.stdout.read()[-3000:])
+        time.sleep(0.5)
+    return proc, json.loads((run_dir / "proxy.json").read_text())["url"]
+
+
+def _chat(url, msgs, session, **headers):
+    r = requests.post(f"{url}/chat/completions", json={"messages": msgs, "temperature": 1.0},
+                      headers={"X-Session-Id": session, **headers}, timeout=300)
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["message"]["content"]
+
+
 @pytest.mark.model
 @pytest.mark.timeout(900)
 def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     run_dir = tmp_path / "proxy"
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    args = [sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state", "mode.teacher=policy",
-            "mode.port=0", "mode.batch_samples=2", "mode.iterations=1", "model.max_new_tokens=8", "progress=false",
-            f"hydra.run.dir={run_dir}"]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc, url = _start_proxy(_proxy_args(run_dir), run_dir, env)
     try:
-        deadline = time.monotonic() + 300
-        while not (run_dir / "proxy.json").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
-            time.sleep(0.5)
-        url = json.loads((run_dir / "proxy.json").read_text())["url"]
-
         def chat(msgs, session, **headers):
-            r = requests.post(f"{url}/chat/completions", json={"messages": msgs, "temperature": 1.0},
-                              headers={"X-Session-Id": session, **headers}, timeout=300)
-            assert r.status_code == 200, r.text
-            return r.json()["choices"][0]["message"]["content"]
+            return _chat(url, msgs, session, **headers)
 
         assert requests.get(f"{url}/models", timeout=10).json()["data"][0]["id"] == "smollm2-135m-instruct"
         a1 = chat([U("What is 2+2?")], "alice")
@@ -142,6 +155,43 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     assert (run_dir / "weights" / "model.safetensors").exists()
 
 
+@pytest.mark.model
+@pytest.mark.timeout(900)
+def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp_path):
+    from harness.atomic import read_jsonl
+
+    run_dir = tmp_path / "proxy"
+    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    proc, url = _start_proxy(_proxy_args(run_dir), run_dir, env)
+    try:
+        a1 = _chat(url, [U("What is 2+2?")], "alice")
+        b1 = _chat(url, [U("Name a fruit.")], "bob")
+        _chat(url, [U("Name a fruit."), A(b1), U("One word, please: apple.")], "bob")  # bob's step: half a batch
+        proc.terminate()
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-3000:]
+    assert not (run_dir / "metrics.json").exists() and not (run_dir / "proxy.json").exists()  # no stale URL
+
+    proc, url = _start_proxy(_proxy_args(run_dir, f"resume={run_dir}"), run_dir, env)
+    try:
+        # alice answers the reply she got before the restart: with bob's step, a batch
+        _chat(url, [U("What is 2+2?"), A(a1), U("No: it is 4.")], "alice")
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert "resumed 2 replies waiting for their next state and 1 steps not yet trained on" in out
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["iterations"] == 1 and metrics["train_samples"] == 2 and metrics["hints_accepted"] == 2
+    # trained through both steps: the journal keeps only the replies still waiting (bob's and alice's new one)
+    journal = read_jsonl(run_dir / "sessions.jsonl")
+    assert sorted(r["pending"] for r in journal) == ["alice", "bob"] and all("step" not in r for r in journal)
+
+
 def test_a_taken_port_is_a_clear_error_before_anything_starts(tmp_path):
     import socket
 
@@ -154,3 +204,49 @@ def test_a_taken_port_is_a_clear_error_before_anything_starts(tmp_path):
                            text=True, timeout=120, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)))
     assert p.returncode != 0 and f"cannot listen on 127.0.0.1:{port}" in p.stderr and "mode.port=0" in p.stderr
     assert not (tmp_path / "run" / "server.log").exists()  # no model server was started
+
+
+def test_a_journal_brings_back_waiting_replies_and_untrained_steps(tmp_path):
+    from harness.session_journal import SessionJournal
+
+    path = tmp_path / "sessions.jsonl"
+    tools = [{"type": "function", "function": {"name": "w"}}]
+    book = SessionBook(max_sessions=2, journal=SessionJournal(path))
+    book.record("a", "main", [U("q1")], gen("a1"), 0, tools=tools)
+    book.record("b", "main", [U("q2")], gen("b1"), 0)
+    book.record("b", "main", [U("q2"), A("b1"), U("no")], gen("b2"), 1)  # step 0
+    book.record("c", "main", [U("q3")], gen("c1"), 1)
+    book.record("c", "main", [U("q3"), A("c1"), U("ok")], gen("c2"), 1, done=True)  # step 1; c is over
+    book.record("d", "main", [U("q4")], gen("d1"), 1)  # "a" was forgotten when "c" came, "b" now
+    book.record("e", "main", [U("q5")], gen("e1"), 1)
+    assert [book.steps.get_nowait().no for _ in range(2)] == [0, 1]
+
+    # the proxy dies; step 0 was trained on, step 1 was not
+    again = SessionBook(max_sessions=2, journal=SessionJournal(path), first_step=1)
+    assert (again.restored_pending, again.restored_steps) == (2, 1)
+    s = again.steps.get_nowait()
+    assert (s.no, s.session, s.version, s.step.action_text, s.step.next_state.text) == (1, "c", 1, "c1", "ok")
+    (version, step), = again.record("d", "main", [U("q4"), A("d1"), U("thanks")], gen("d2"), 2)
+    assert (version, step.index, step.action_text, step.next_state.text) == (1, 0, "d1", "thanks")
+    assert step.action_token_ids == [5, 6] and step.prompt_token_ids == [1, 2, 3]
+    assert again.steps.get_nowait().no == 2  # numbering goes on
+    assert again.record("b", "main", [U("q2"), A("b1"), U("no"), A("b2"), U("late")], gen("x"), 2) == []  # forgotten
+
+    # after an update that trained through step 2, only what is open is kept
+    again.compact(keep_from=3)
+    third = SessionBook(max_sessions=2, journal=SessionJournal(path), first_step=3)
+    assert third.restored_steps == 0 and list(third._pending) == ["d", "b"] and third.next_no == 3
+    with open(path, "a") as f:
+        f.write('{"pending": "z", "index": 0, "mess')  # a line cut off by the kill
+    assert SessionBook(journal=SessionJournal(path), first_step=3).restored_pending == 2
+
+
+def test_tools_of_a_waiting_reply_survive_a_restart(tmp_path):
+    from harness.session_journal import SessionJournal
+
+    tools = [{"type": "function", "function": {"name": "w"}}]
+    SessionBook(journal=SessionJournal(tmp_path / "j.jsonl")).record("a", "main", [U("q")], gen("a1"), 0, tools=tools)
+    restored = SessionBook(journal=SessionJournal(tmp_path / "j.jsonl"))
+    assert restored.tools == {"a": tools}
+    restored.record("a", "main", [U("q"), A("a1"), U("wrong")], gen("a2"), 0)
+    assert restored.steps.get_nowait().tools == tools  # the teacher's prompt will offer the same tools
