@@ -14,9 +14,11 @@ The URL is printed and written to `<run_dir>/proxy.json` (with `mode.port=0`, a 
 """
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import queue
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -45,6 +47,7 @@ class ProxyConfig(AsyncTrainConfig):
     host: str = "127.0.0.1"
     port: int = 8000  # 0 = a free port (see <run_dir>/proxy.json)
     max_sessions: int = 1000  # sessions kept waiting for their next message; the least recent go first
+    api_key: str = ""  # non-empty: requests must carry `Authorization: Bearer <api_key>`
 
 
 def _truthy(value: str | None) -> bool:
@@ -54,8 +57,10 @@ def _truthy(value: str | None) -> bool:
 class Proxy:
     """The endpoint's logic, apart from HTTP: serve a request, record what it completes."""
 
-    def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str):
+    def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str,
+                 api_key: str = ""):
         self.policy, self.gate, self.book, self.sampling, self.model_name = policy, gate, book, sampling, model_name
+        self.api_key = api_key
         self.served = 0
         self.recorded = 0
         self._lock = threading.Lock()
@@ -114,6 +119,13 @@ class Proxy:
                 raise RuntimeError(f"the proxy's step {s.no} reached the loops as group {group_no}")
             return s.version, [Trajectory(task_id=s.session, env_id="proxy", steps=[s.step])]
 
+    def authorized(self, headers) -> bool:
+        """Whether the request carries the API key (always, when none is set)."""
+        if not self.api_key:
+            return True
+        given = headers.get("Authorization") or ""
+        return hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode())
+
     def stats(self) -> dict:
         return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,
                 "open_sessions": self.book.open_sessions, "unanswered": self.book.unanswered,
@@ -142,19 +154,30 @@ def make_handler(proxy: Proxy):
             self.end_headers()
             self.wfile.write(data)
 
+        def _refuse_unauthorized(self) -> bool:
+            if proxy.authorized(self.headers):
+                return False
+            self._send(401, _error("a valid API key is needed: send `Authorization: Bearer <key>`", "invalid_api_key"))
+            return True
+
         def do_GET(self):
-            if self.path == "/health":
+            if self.path == "/health":  # open to liveness probes; counters only
                 self._send(200, {"status": "ok", **proxy.stats()})
+            elif self._refuse_unauthorized():
+                return
             elif self.path == "/v1/models":
                 self._send(200, {"object": "list", "data": [{"id": proxy.model_name, "object": "model"}]})
             else:
                 self._send(404, _error(f"no route GET {self.path}"))
 
         def do_POST(self):
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # read first: the connection is reused
+            if self._refuse_unauthorized():
+                return
             if self.path.rstrip("/") != "/v1/chat/completions":
                 return self._send(404, _error(f"no route POST {self.path}"))
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                body = json.loads(raw or b"{}")
             except (json.JSONDecodeError, ValueError) as e:
                 return self._send(400, _error(f"the body is not JSON: {e}"))
             try:
@@ -222,7 +245,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                            publish=tr.publish, workers=1, batch_size=tc.batch_samples,
                            max_staleness=tc.max_staleness, version=state["iteration"] + 1,
                            next_group=state["open_from"])
-        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name)
+        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key)
         server.RequestHandlerClass = make_handler(proxy)
         threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
         stack.callback(server.shutdown)
@@ -231,6 +254,9 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
         print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
               f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
+        if not tc.api_key and tc.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"[proxy] warning: {tc.host} is reachable from other machines and no mode.api_key is set "
+                  "(NEXTSTATE_PROXY_API_KEY): anyone who can reach it can train this model", file=sys.stderr, flush=True)
         remaining = tc.iterations - (state["iteration"] + 1) if tc.iterations else 10**12
         if remaining > 0:
             loops.run(remaining, on_update)

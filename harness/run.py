@@ -68,6 +68,14 @@ def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
     return done
 
 
+def recorded_config(cfg: DictConfig) -> dict:
+    """The resolved config as the run dir records it, with secrets (the proxy's API key) masked."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    if out["mode"].get("api_key"):
+        out["mode"]["api_key"] = "<set>"
+    return out
+
+
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_dir = Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
@@ -84,7 +92,7 @@ def main(cfg: DictConfig) -> dict:
     if done is not None:
         print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
         return done
-    write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+    write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(recorded_config(cfg)))
     if cfg.mode.name == "train":
         from .train import train_main
 

@@ -154,3 +154,16 @@ def test_the_openai_client_reads_the_proxys_refusals(served):
         client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], stream=True)
     assert e.value.status_code == 503 and e.value.response.headers["Retry-After"] == "1"
     assert proxy.served == 0
+
+
+def test_with_an_api_key_set_only_clients_that_send_it_are_served(served):
+    proxy, client = served(ScriptedPolicy("hello"))
+    proxy.api_key = "s3cret"
+    with pytest.raises(openai.AuthenticationError, match="API key"):
+        client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}])
+    with pytest.raises(openai.AuthenticationError):
+        client.models.list()
+    keyed = client.with_options(api_key="s3cret")
+    assert keyed.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}]).choices[0].message.content == "hello"
+    assert [m.id for m in keyed.models.list()] == ["scripted"]
+    assert proxy.served == 1

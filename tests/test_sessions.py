@@ -201,9 +201,12 @@ def test_a_taken_port_is_a_clear_error_before_anything_starts(tmp_path):
         port = s.getsockname()[1]
         p = subprocess.run([sys.executable, "-m", "harness.run", "mode=proxy", f"mode.port={port}", "signal=opd",
                             "hints=next_state", f"hydra.run.dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)))
+                           text=True, timeout=120, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path),
+                                                            NEXTSTATE_PROXY_API_KEY="top-secret-key"))
     assert p.returncode != 0 and f"cannot listen on 127.0.0.1:{port}" in p.stderr and "mode.port=0" in p.stderr
     assert not (tmp_path / "run" / "server.log").exists()  # no model server was started
+    recorded = (tmp_path / "run" / "config.yaml").read_text()
+    assert "api_key: <set>" in recorded and "top-secret-key" not in recorded  # the key is not written down
 
 
 def test_a_journal_brings_back_waiting_replies_and_untrained_steps(tmp_path):
