@@ -2,6 +2,7 @@
 the next main message is the previous reply's next state; side turns and finished sessions do not
 train; bad requests get a 400 saying why and a weight swap a 503; with the real model, a proxy run
 serves OpenAI-style clients, trains on their sessions and stops after its updates."""
+import functools
 import json
 import os
 import subprocess
@@ -121,10 +122,8 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     run_dir = tmp_path / "proxy"
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
     proc, url = _start_proxy(_proxy_args(run_dir), run_dir, env)
+    chat = functools.partial(_chat, url)
     try:
-        def chat(msgs, session, **headers):
-            return _chat(url, msgs, session, **headers)
-
         assert requests.get(f"{url}/models", timeout=10).json()["data"][0]["id"] == "smollm2-135m-instruct"
         a1 = chat([U("What is 2+2?")], "alice")
         chat([U("Give this chat a short title.")], "alice", **{"X-Turn-Type": "side"})
