@@ -2,6 +2,7 @@
 the next main message is the previous reply's next state; side turns and finished sessions do not
 train; bad requests get a 400 saying why and a weight swap a 503; with the real model, a proxy run
 serves OpenAI-style clients, trains on their sessions and stops after its updates."""
+import contextlib
 import functools
 import json
 import os
@@ -97,16 +98,19 @@ def _proxy_args(run_dir, *extra):
             f"hydra.run.dir={run_dir}", *extra]
 
 
-def _start_proxy(args, run_dir, env):
-    """The proxy process and its URL, once it serves."""
+@contextlib.contextmanager
+def _running_proxy(args, run_dir, env):
+    """The proxy process and its URL, once it serves; killed on the way out if still running."""
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
-    while not (run_dir / "proxy.json").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / "proxy.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
+            time.sleep(0.5)
+        yield proc, json.loads((run_dir / "proxy.json").read_text())["url"]
+    finally:
+        if proc.poll() is None:
             proc.kill()
-            raise AssertionError(proc.stdout.read()[-3000:])
-        time.sleep(0.5)
-    return proc, json.loads((run_dir / "proxy.json").read_text())["url"]
 
 
 def _chat(url, msgs, session, **headers):
@@ -121,9 +125,8 @@ def _chat(url, msgs, session, **headers):
 def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     run_dir = tmp_path / "proxy"
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    proc, url = _start_proxy(_proxy_args(run_dir), run_dir, env)
-    chat = functools.partial(_chat, url)
-    try:
+    with _running_proxy(_proxy_args(run_dir), run_dir, env) as (proc, url):
+        chat = functools.partial(_chat, url)
         assert requests.get(f"{url}/models", timeout=10).json()["data"][0]["id"] == "smollm2-135m-instruct"
         a1 = chat([U("What is 2+2?")], "alice")
         chat([U("Give this chat a short title.")], "alice", **{"X-Turn-Type": "side"})
@@ -141,9 +144,6 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
                                                      extra_headers={**bob, "X-Session-Done": "1"}))
         assert chunks[-1].choices[0].finish_reason in ("stop", "length")
         out, _ = proc.communicate(timeout=600)  # two steps = one batch = one update, then it stops
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["mode"] == "proxy" and metrics["iterations"] == 1 and metrics["train_samples"] == 2
@@ -161,27 +161,19 @@ def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp
 
     run_dir = tmp_path / "proxy"
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    proc, url = _start_proxy(_proxy_args(run_dir), run_dir, env)
-    try:
+    with _running_proxy(_proxy_args(run_dir), run_dir, env) as (proc, url):
         a1 = _chat(url, [U("What is 2+2?")], "alice")
         b1 = _chat(url, [U("Name a fruit.")], "bob")
         _chat(url, [U("Name a fruit."), A(b1), U("One word, please: apple.")], "bob")  # bob's step: half a batch
         proc.terminate()
         out = proc.communicate(timeout=120)[0]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 130, out[-3000:]
     assert not (run_dir / "metrics.json").exists() and not (run_dir / "proxy.json").exists()  # no stale URL
 
-    proc, url = _start_proxy(_proxy_args(run_dir, f"resume={run_dir}"), run_dir, env)
-    try:
+    with _running_proxy(_proxy_args(run_dir, f"resume={run_dir}"), run_dir, env) as (proc, url):
         # alice answers the reply she got before the restart: with bob's step, a batch
         _chat(url, [U("What is 2+2?"), A(a1), U("No: it is 4.")], "alice")
         out, _ = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 0, out[-3000:]
     assert "resumed 2 replies waiting for their next state and 1 steps not yet trained on" in out
     metrics = json.loads((run_dir / "metrics.json").read_text())
