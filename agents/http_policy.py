@@ -56,6 +56,8 @@ class HTTPPolicy:
                                     "top_p": s.top_p}}
         if seeds is not None:
             body["sampling_params"]["sampling_seed"] = list(seeds)
+        if s.stop:  # SGLang's name too
+            body["sampling_params"]["stop"] = list(s.stop)
         outs = self._post("/generate", body)
         gens = []
         for p, o in zip(prompts, outs):

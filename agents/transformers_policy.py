@@ -19,6 +19,7 @@ class SamplingConfig:
     top_p: float
     max_prompt_tokens: int
     ignore_eos: bool = False  # generate exactly max_new_tokens (benchmarks)
+    stop: tuple[str, ...] = ()  # a row ends once its text contains one of these (kept in its tokens and text)
 
 
 class TransformersPolicy:
@@ -162,6 +163,8 @@ class TransformersPolicy:
                 if not done[i] and not stopped[i]:
                     tokens[i].append(int(chosen[i]))
                     logprobs[i].append(float(chosen_lp[i]))
+                    if s.stop and self._says_stop(tokens[i], s.stop):
+                        stopped[i] = True
             done |= stopped
             if bool(done.all()):
                 break
@@ -171,6 +174,12 @@ class TransformersPolicy:
             past, logits = out.cache, out.logits[:, -1].float()
             next_pos = next_pos + 1
         return [(tokens[i], logprobs[i], "stop" if done[i] else "length") for i in range(batch)]
+
+    def _says_stop(self, ids: list[int], stop: tuple[str, ...]) -> bool:
+        """Whether the reply so far contains a stop string (decoded whole: a string may span tokens,
+        and ~0.1 ms per token is nothing next to a forward pass)."""
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return any(st in text for st in stop)
 
     def _prefill_inputs(self, prompts: list[list[int]], limits: list[int] | None = None):
         """Left-padded suffixes after each prompt's cached prefix, and the cached KV as a batched

@@ -80,12 +80,20 @@ def offered_tools(body: dict) -> list[dict] | None:
     return tools
 
 
-def completion(gen: Generation, model: str, *, parse_tool_calls: bool) -> dict:
-    """The `chat.completion` for one reply; its calls as `tool_calls` when the client offered tools."""
-    message: dict = {"role": "assistant", "content": gen.text}
+def until_stop(text: str, stop: tuple[str, ...]) -> str:
+    """The text before the first stop string, as OpenAI returns it (the policy stops after one)."""
+    cut = min((i for i in (text.find(st) for st in stop) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def completion(gen: Generation, model: str, *, parse_tool_calls: bool, stop: tuple[str, ...] = ()) -> dict:
+    """The `chat.completion` for one reply; its calls as `tool_calls` when the client offered tools.
+    The text ends before a stop string (the step trained on keeps it: its tokens were sampled)."""
+    text = until_stop(gen.text, stop) if stop else gen.text
+    message: dict = {"role": "assistant", "content": text}
     finish_reason = gen.finish_reason
     if parse_tool_calls:
-        calls, text, error = scan_calls(gen.text)
+        calls, text, error = scan_calls(text)
         if error is None and calls:
             message = {"role": "assistant", "content": text or None, "tool_calls": [
                 {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",

@@ -67,12 +67,25 @@ class Proxy:
 
     def _sampling(self, body: dict) -> SamplingConfig:
         s = self.sampling
+        stop = body.get("stop") or []
+        stop = [stop] if isinstance(stop, str) else stop
+        if not (isinstance(stop, list) and all(isinstance(x, str) and x for x in stop)):
+            raise BadRequest("stop must be a non-empty string or a list of them")
         try:
             return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
                                   float(body.get("temperature", s.temperature)), float(body.get("top_p", s.top_p)),
-                                  s.max_prompt_tokens)
+                                  s.max_prompt_tokens, stop=tuple(stop))
         except (TypeError, ValueError) as e:
             raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
+
+    @staticmethod
+    def _seed(body: dict) -> list[int] | None:
+        seed = body.get("seed")
+        if seed is None:
+            return None
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise BadRequest("seed must be an integer")
+        return [seed]
 
     def chat(self, body, headers) -> tuple[int, dict | bytes, dict]:
         """(HTTP status, JSON body or event-stream bytes, extra headers) for one chat-completions request."""
@@ -88,17 +101,18 @@ class Proxy:
             turn_type = turn_type_of(headers.get("X-Turn-Type"))
             messages = plain_messages(body.get("messages"))
             tools = offered_tools(body)
-            sampling = self._sampling(body)
+            sampling, seeds = self._sampling(body), self._seed(body)
         except BadRequest as e:
             return 400, _error(str(e)), {}
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
-        gen = self.policy.generate([messages], tools=tools, sampling=sampling)[0]
+        gen = self.policy.generate([messages], tools=tools, sampling=sampling, seeds=seeds)[0]
         done = self.book.record(session, turn_type, messages, gen, version, _truthy(headers.get("X-Session-Done")),
                                 tools=tools)
         with self._lock:
             self.served += 1
             self.recorded += len(done)
-        reply = completion(gen, self.model_name, parse_tool_calls=bool(tools) and body.get("tool_choice") != "none")
+        reply = completion(gen, self.model_name, parse_tool_calls=bool(tools) and body.get("tool_choice") != "none",
+                           stop=sampling.stop)
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return 200, stream_events(reply, include_usage=usage), {"Content-Type": "text/event-stream",

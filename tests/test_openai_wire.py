@@ -35,8 +35,9 @@ class ScriptedPolicy:
     def __init__(self, *replies: str):
         self.replies, self.asked = list(replies), []
 
-    def generate(self, conversations, *, tools=None, sampling=None):
+    def generate(self, conversations, *, tools=None, sampling=None, seeds=None):
         self.asked.append((conversations[0], tools))
+        self.sampling, self.seeds = sampling, seeds
         return [gen(self.replies.pop(0))]
 
 
@@ -167,3 +168,20 @@ def test_with_an_api_key_set_only_clients_that_send_it_are_served(served):
     assert keyed.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}]).choices[0].message.content == "hello"
     assert [m.id for m in keyed.models.list()] == ["scripted"]
     assert proxy.served == 1
+
+
+def test_stop_strings_reach_the_policy_and_end_the_text_the_client_reads(served):
+    policy = ScriptedPolicy("Thought: look it up\nObservation: sunny\nmore", "fine")
+    proxy, client = served(policy)
+    out = client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}],
+                                         stop=["Observation:", "\n\n"], seed=7, extra_headers={"X-Session-Id": "s"})
+    assert out.choices[0].message.content == "Thought: look it up\n"
+    assert policy.sampling.stop == ("Observation:", "\n\n") and policy.seeds == [7]
+    client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], stop="\n",
+                                   extra_headers={"X-Session-Id": "s"})
+    assert policy.sampling.stop == ("\n",) and policy.seeds is None
+    # the step keeps the whole sampled text: its tokens are what the policy said
+    assert proxy.book.steps.get_nowait().step.action_text.endswith("more")
+    for bad, why in (({"stop": [""]}, "stop must be"), ({"stop": 3}, "stop must be"), ({"seed": "x"}, "seed must be")):
+        with pytest.raises(openai.BadRequestError, match=why):
+            client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], **bad)

@@ -122,3 +122,19 @@ def test_repeated_prompts_are_served_from_the_prefix_cache(served):
     assert again["output_ids"] == first["output_ids"]
     assert after["hit_tokens"] - before["hit_tokens"] == len(ids) - 1  # all but the last token reused
     assert after["miss_tokens"] - before["miss_tokens"] == 1 and after["entries"] >= 1
+
+
+def test_a_stop_string_ends_the_reply_where_it_first_appears(served):
+    msgs = [{"role": "user", "content": "List three colors, one per line."}]
+    free = served.generate([msgs], sampling=SamplingConfig(40, 0.0, 1.0, 2048))[0]
+    words = free.text.split()
+    assert len(words) >= 4, free.text
+    stop = words[2]  # a string from the middle of the greedy reply
+    cut = served.generate([msgs], sampling=SamplingConfig(40, 0.0, 1.0, 2048, stop=(stop,)))[0]
+    assert cut.finish_reason == "stop" and stop in cut.text
+    assert free.token_ids[:len(cut.token_ids)] == cut.token_ids  # the same greedy tokens, ended early
+    assert len(cut.token_ids) < len(free.token_ids)
+    shorter = served.tokenizer.decode(cut.token_ids[:-1], skip_special_tokens=True)
+    assert stop not in shorter  # ended on the token that completed it, not later
+    r = _post(served, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2, "stop": [""]}})
+    assert r.status_code == 400 and "stop" in r.text
