@@ -5,8 +5,9 @@ rollout workers keep sampling while the judge scores and the trainer updates (th
 - Rollout workers (`workers` threads) each take the next group number and produce a group of
   episodes. Before every episode they pass the `Gate`, which holds them while the trainer swaps the
   weights (the paper's proxy answers 503 then) and tells them the policy version they sample from.
-- The judge (one thread) turns each finished group into samples, tagged with the version the group
-  started on.
+- The judges (`judges` threads, one by default) turn each finished group into samples, tagged with
+  the version the group started on. With several, groups may reach the trainer out of order; each
+  update's `open_from` still names the first group not yet trained on.
 - The trainer (the caller's thread, `run`) gathers samples until a batch is full, drops those more
   than `max_staleness` versions behind and trains on them while rollouts go on; only the swap of
   the served weights (`publish`) closes the gate, which then opens on the next version.
@@ -115,11 +116,12 @@ class AsyncLoops:
     def __init__(self, *, produce: Callable[[int, Gate], tuple[int, Any]], judge: Callable[[int, Any], list],
                  update: Callable[[list], dict], publish: Callable[[], None], workers: int, batch_size: int,
                  max_staleness: int, version: int = 0, next_group: int = 0, queue_groups: int | None = None,
-                 report_every_s: float = 60.0):
-        if batch_size < 1 or workers < 1 or max_staleness < 0:
-            raise ValueError("async loops need batch_size >= 1, workers >= 1 and max_staleness >= 0")
+                 report_every_s: float = 60.0, judges: int = 1):
+        if batch_size < 1 or workers < 1 or judges < 1 or max_staleness < 0:
+            raise ValueError("async loops need batch_size >= 1, workers >= 1, judges >= 1 and max_staleness >= 0")
         self.produce, self.judge, self.update, self.publish = produce, judge, update, publish
         self.workers, self.batch_size, self.max_staleness = workers, batch_size, max_staleness
+        self.judges = judges
         self.gate = Gate(version)
         self._next_group = next_group
         self._group_lock = threading.Lock()
@@ -219,7 +221,8 @@ class AsyncLoops:
     def run(self, updates: int, on_update: Callable[[UpdateReport], None] | None = None) -> list[UpdateReport]:
         threads = [threading.Thread(target=self._rollout_worker, name=f"rollout-{i}", daemon=True)
                    for i in range(self.workers)]
-        threads.append(threading.Thread(target=self._judge_worker, name="judge", daemon=True))
+        threads += [threading.Thread(target=self._judge_worker, name=f"judge-{i}", daemon=True)
+                    for i in range(self.judges)]
         for th in threads:
             th.start()
         reports: list[UpdateReport] = []

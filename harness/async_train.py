@@ -3,7 +3,8 @@
 
   eval before -> AsyncLoops until `iterations` updates:
     rollout workers (`parallel`): a seeded group (one train task x group_size episodes) at a time
-    judge thread: votes / hints / teacher logprobs -> the signal's samples, tagged with their version
+    judge threads (`judge_workers`): votes / hints / teacher logprobs -> the signal's samples, tagged
+             with their version
     trainer: `batch_samples` fresh samples (<= `max_staleness` versions old) -> PPO update (rollouts
              go on) -> weights to the server (new episodes wait for the swap) -> log line + checkpoint
   -> eval after -> leaderboard row (mode=async).
@@ -38,6 +39,7 @@ from .train import TrainConfig, Training, evaluate_after, finish_training, start
 class AsyncTrainConfig(TrainConfig):
     batch_samples: int = 16  # samples per update (the paper's 16)
     max_staleness: int = 1  # a sample may be this many versions behind the trainer (the paper: one)
+    judge_workers: int = 1  # threads judging finished groups at once (the judge server batches their calls)
 
 
 def record_update(state: dict, r: UpdateReport, loops: AsyncLoops) -> dict:
@@ -115,7 +117,8 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
 
         loops = AsyncLoops(produce=produce, judge=judge, update=update, publish=tr.publish, workers=max(1, cfg.parallel),
                            batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
-                           version=state["iteration"] + 1, next_group=state["groups_started"])
+                           version=state["iteration"] + 1, next_group=state["groups_started"],
+                           judges=tc.judge_workers)
         remaining = tc.iterations - (state["iteration"] + 1)
         loop_start = time.monotonic()
         if remaining > 0:

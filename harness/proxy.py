@@ -258,7 +258,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                            update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state["iteration"] + 1))),
                            publish=tr.publish, workers=1, batch_size=tc.batch_samples,
                            max_staleness=tc.max_staleness, version=state["iteration"] + 1,
-                           next_group=state["open_from"])
+                           next_group=state["open_from"], judges=tc.judge_workers)
         proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key)
         server.RequestHandlerClass = make_handler(proxy)
         threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()

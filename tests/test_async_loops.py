@@ -39,8 +39,9 @@ def test_gate_holds_workers_during_a_swap_and_stops_them():
         gate.wait_open()
 
 
-def _loops(update_s=0.0, produce_s=0.0, publish_s=0.0, *, fail_in=None, **kw):
-    log = {"updates": [], "produced": [], "started_at": [], "updating": []}
+def _loops(update_s=0.0, produce_s=0.0, publish_s=0.0, *, judge_s=0.0, fail_in=None, **kw):
+    log = {"updates": [], "produced": [], "started_at": [], "updating": [], "judging": 0, "most_judging": 0}
+    judging = threading.Lock()
 
     def produce(n, gate):
         if fail_in == "produce" and n == 3:
@@ -54,6 +55,12 @@ def _loops(update_s=0.0, produce_s=0.0, publish_s=0.0, *, fail_in=None, **kw):
     def judge(n, group):
         if fail_in == "judge":
             raise ValueError("judge broke")
+        with judging:
+            log["judging"] += 1
+            log["most_judging"] = max(log["most_judging"], log["judging"])
+        time.sleep(judge_s)
+        with judging:
+            log["judging"] -= 1
         return group
 
     def update(samples):
@@ -135,6 +142,15 @@ def test_each_update_says_from_which_group_a_resume_must_start():
     assert reports[0].open_from in (10, 11)  # the first batch: 3 samples of groups of 2, in any order
 
 
+def test_several_judges_work_on_groups_at_once():
+    loops, log = _loops(judge_s=0.05, workers=4, judges=3, batch_size=6, max_staleness=100)
+    reports = loops.run(updates=3)
+    assert log["most_judging"] >= 2  # one judge thread would never overlap itself
+    assert all(r.samples == 6 for r in reports) and _threads_left() == []
+    used = [s for u in log["updates"] for s in u]
+    assert len(used) == len(set(used))
+
+
 @pytest.mark.parametrize("where,error", [("produce", RuntimeError), ("judge", ValueError), ("update", KeyError)])
 def test_an_error_in_any_loop_is_raised_and_every_thread_ends(where, error):
     loops, _ = _loops(workers=2, batch_size=2, max_staleness=1, fail_in=where)
@@ -146,6 +162,8 @@ def test_an_error_in_any_loop_is_raised_and_every_thread_ends(where, error):
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="batch_size"):
         _loops(workers=1, batch_size=0, max_staleness=1)
+    with pytest.raises(ValueError, match="judges >= 1"):
+        _loops(workers=1, batch_size=2, max_staleness=1, judges=0)
 
 
 def test_the_group_schedule_is_the_same_in_every_process():
