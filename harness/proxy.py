@@ -39,6 +39,7 @@ from .openai_wire import BadRequest, completion, offered_tools, plain_messages, 
 from .session_journal import SessionJournal
 from .sessions import SessionBook, turn_type_of
 from .train import Training, start_training
+from .train_plot import write_train_plot
 from .types import Trajectory
 
 
@@ -250,6 +251,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                 state["open_from"] = r.open_from
                 tr.checkpoint()
             book.compact(r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
+            write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
             append_jsonl(tr.log_file, log)
             print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
                   f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")

@@ -45,6 +45,7 @@ from .oracle_judge import OracleHints, OracleJudge
 from .leaderboard import append_row
 from .policy_factory import model_path, serve_policy
 from .sweep_plot import write_sweep_plot
+from .train_plot import write_train_plot
 
 
 @dataclass
@@ -357,7 +358,7 @@ def evaluate_after(tr: Training) -> dict:
 
 
 def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dict:
-    """metrics.json, the leaderboard row and the sweep plot of a finished run."""
+    """metrics.json, the leaderboard row, the run's training curves and the sweep plot of a finished run."""
     cfg, tc, signal, state, run_dir = tr.cfg, tr.tc, tr.signal, tr.state, tr.run_dir
     model_cfg, env_cfg, judge_cfg, hints_cfg = tr.model_cfg, tr.env_cfg, tr.judge_cfg, tr.hints_cfg
     acc = judge_accuracy(state["judge_pairs"])
@@ -393,6 +394,7 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
            **({"mode": tc.name} if tc.name != "train" else {})}
     append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", row)
     _maybe_plot_sweep(run_dir)
+    write_train_plot(run_dir)
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "
           f"({metrics['train_episodes']} episodes, {metrics['train_samples']} samples, {metrics['wall_s']:.0f} s)")
     return metrics

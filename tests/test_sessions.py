@@ -151,7 +151,7 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     assert metrics["hints_accepted"] == 2
     log, = metrics["train_log"]
     assert log["version"] == 1 and log["samples"] == 2 and log["staleness_max"] == 0
-    assert (run_dir / "weights" / "model.safetensors").exists()
+    assert (run_dir / "weights" / "model.safetensors").exists() and (run_dir / "train_curves.png").exists()
 
 
 @pytest.mark.model

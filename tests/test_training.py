@@ -84,6 +84,7 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     init = load_file(str(Path(cfg.paths.cache_dir) / "models" / "smollm2-135m-instruct" / "model.safetensors"))
     trained = load_file(str(straight / "weights" / "model.safetensors"))
     assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)  # the served weights moved
+    assert (straight / "train_curves.png").exists()  # the run's updates, drawn
 
     half = _train(tmp_path, "mode.iterations=1", name="resumed")
     _train(tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
