@@ -7,6 +7,7 @@ import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Callable
 
 from .transformers_policy import SamplingConfig, TransformersPolicy
 
@@ -17,6 +18,7 @@ class _Request:
     sampling: SamplingConfig
     seed: int | None
     future: Future
+    on_token: Callable[[int], None] | None = None  # each token as it is sampled (streaming)
 
 
 class GenerationBatcher:
@@ -29,9 +31,12 @@ class GenerationBatcher:
         self._worker = threading.Thread(target=self._loop, name="generation-batcher", daemon=True)
         self._worker.start()
 
-    def submit(self, prompt_ids: list[int], sampling: SamplingConfig, seed: int | None = None) -> Future:
+    def submit(self, prompt_ids: list[int], sampling: SamplingConfig, seed: int | None = None,
+               on_token: Callable[[int], None] | None = None) -> Future:
+        """The request's (token ids, logprobs, finish reason), later; `on_token` hears each token as it
+        is sampled (called on the batch's thread: keep it quick)."""
         fut: Future = Future()
-        self._queue.put(_Request(prompt_ids, sampling, seed, fut))
+        self._queue.put(_Request(prompt_ids, sampling, seed, fut, on_token))
         return fut
 
     def generate_ids(self, prompts: list[list[int]], sampling: SamplingConfig,
@@ -67,9 +72,12 @@ class GenerationBatcher:
                 groups.setdefault(r.sampling, []).append(r)
             for sampling, reqs in groups.items():
                 try:
+                    listeners = [r.on_token for r in reqs]
+                    on_token = None if not any(listeners) else (
+                        lambda row, token: listeners[row] is not None and listeners[row](token))
                     with self._lock:
                         outs = self.policy.sample_ids([r.prompt_ids for r in reqs], sampling,
-                                                      [r.seed for r in reqs])
+                                                      [r.seed for r in reqs], on_token=on_token)
                     for r, out in zip(reqs, outs):
                         r.future.set_result(out)
                 except BaseException as e:  # a failed batch fails its callers, not the worker

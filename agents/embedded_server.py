@@ -3,7 +3,8 @@ the transformers backend with dynamic batching. The same client talks to it and 
 server, so nothing above the client knows which one runs.
 
   POST /generate                  text | input_ids (one or a list), sampling_params, return_logprob,
-                                  logprob_start_len, top_logprobs_num; max_new_tokens 0 = scoring
+                                  logprob_start_len, top_logprobs_num; max_new_tokens 0 = scoring;
+                                  stream: true = server-sent events, one per token (one prompt)
   POST /update_weights_from_disk  {"model_path": dir}
   GET  /health, GET /get_model_info
   POST /v1/chat/completions       OpenAI-style chat (messages, tools, max_tokens, temperature ...)
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import time
 import uuid
 from http import HTTPStatus
@@ -49,7 +51,8 @@ class Engine:
         except (TypeError, ValueError) as e:
             raise BadRequest(f"bad sampling_params: {e}") from e
 
-    def generate(self, body: dict):
+    def _request(self, body: dict):
+        """(prompts, one prompt given?, sampling, seeds) of a /generate body."""
         if "input_ids" in body:
             ids = body["input_ids"]
         elif "text" in body:
@@ -67,6 +70,14 @@ class Engine:
         sampling = self._sampling(sp)
         seed = sp.get("sampling_seed", sp.get("seed"))
         seeds = seed if isinstance(seed, list) else [None if seed is None else int(seed) + i for i in range(len(batch))]
+        return batch, single, sampling, seeds
+
+    def _meta(self, prompt: list[int], out_ids: list[int], finish: str | None) -> dict:
+        return {"id": uuid.uuid4().hex, "prompt_tokens": len(prompt), "completion_tokens": len(out_ids),
+                "weight_version": self.weight_version, "finish_reason": finish and {"type": finish}}
+
+    def generate(self, body: dict):
+        batch, single, sampling, seeds = self._request(body)
         want_lp = bool(body.get("return_logprob"))
         start = body.get("logprob_start_len", -1)
         top_k = int(body.get("top_logprobs_num") or 0)
@@ -79,9 +90,7 @@ class Engine:
                 inputs = self.policy.input_logprobs(batch, starts, top_k)
         results = []
         for i, (out_ids, out_lps, finish) in enumerate(outs):
-            meta = {"id": uuid.uuid4().hex, "prompt_tokens": len(batch[i]),
-                    "completion_tokens": len(out_ids), "weight_version": self.weight_version,
-                    "finish_reason": {"type": finish}}
+            meta = self._meta(batch[i], out_ids, finish)
             if want_lp:
                 meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(out_lps, out_ids)]
                 if inputs is not None:
@@ -93,6 +102,33 @@ class Engine:
             results.append({"text": self.policy.tokenizer.decode(out_ids, skip_special_tokens=True),
                             "output_ids": out_ids, "meta_info": meta})
         return results[0] if single else results
+
+    def generate_stream(self, body: dict):
+        """`/generate` with `stream: true`, as SGLang streams it: one chunk per sampled token, each with
+        the text and ids so far, then a last chunk with the finish reason (and the output logprobs
+        when asked). One prompt per request; its arguments are checked before the first chunk."""
+        batch, single, sampling, seeds = self._request(body)
+        if not single:
+            raise BadRequest("stream one prompt at a time")
+        return self._stream(batch[0], sampling, seeds[0], bool(body.get("return_logprob")))
+
+    def _stream(self, prompt: list[int], sampling: SamplingConfig, seed: int | None, want_lp: bool):
+        tokens: queue.Queue[int] = queue.Queue()
+        future = self.batcher.submit(prompt, sampling, seed, on_token=tokens.put)
+        decode = self.policy.tokenizer.decode
+        so_far: list[int] = []
+        while not (future.done() and tokens.empty()):
+            try:
+                so_far.append(tokens.get(timeout=0.05))
+            except queue.Empty:
+                continue
+            yield {"text": decode(so_far, skip_special_tokens=True), "output_ids": list(so_far),
+                   "meta_info": self._meta(prompt, so_far, None)}
+        out_ids, out_lps, finish = future.result()
+        meta = self._meta(prompt, out_ids, finish)
+        if want_lp:
+            meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(out_lps, out_ids)]
+        yield {"text": decode(out_ids, skip_special_tokens=True), "output_ids": out_ids, "meta_info": meta}
 
     def update_weights_from_disk(self, body: dict) -> dict:
         path = body.get("model_path")
@@ -158,6 +194,22 @@ def make_handler(engine: Engine):
             else:
                 self._send(404, {"error": {"message": f"no route GET {self.path}"}})
 
+        def _stream(self, chunks) -> None:
+            """Server-sent events, one per chunk, then `[DONE]`; the connection closes after them."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+            except Exception as e:  # headers are sent: the error becomes the last event
+                self.wfile.write(f"data: {json.dumps({'error': {'message': f'{type(e).__name__}: {e}'}})}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+
         def do_POST(self):
             fn = routes_post.get(self.path)
             if fn is None:
@@ -166,6 +218,8 @@ def make_handler(engine: Engine):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 if not isinstance(body, dict):
                     raise BadRequest("the body must be a JSON object")
+                if self.path == "/generate" and body.get("stream"):
+                    return self._stream(engine.generate_stream(body))
                 self._send(200, fn(body))
             except (json.JSONDecodeError, BadRequest) as e:
                 self._send(HTTPStatus.BAD_REQUEST, {"error": {"message": str(e)}})

@@ -4,6 +4,8 @@ Token-in/token-out: prompts are templated here into ids, sent as `input_ids`, an
 `output_ids` and their logprobs come back; scoring sends exactly those ids again."""
 from __future__ import annotations
 
+import json
+
 import requests
 
 from harness.types import Generation
@@ -48,24 +50,51 @@ class HTTPPolicy:
         prompts = [self.prompt_ids(m, tools) for m in conversations]
         return self.generate_from_ids(prompts, sampling=s, seeds=seeds)
 
+    @staticmethod
+    def _sampling_params(s: SamplingConfig, seeds: list[int] | None) -> dict:
+        sp = {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p}
+        if seeds is not None:
+            sp["sampling_seed"] = list(seeds)
+        if s.stop:  # SGLang's name too
+            sp["stop"] = list(s.stop)
+        return sp
+
+    @staticmethod
+    def _generation(prompt: list[int], o: dict) -> Generation:
+        lps = o["meta_info"].get("output_token_logprobs") or []
+        return Generation(text=o["text"], token_ids=list(o["output_ids"]), logprobs=[float(x[0]) for x in lps],
+                          prompt_token_ids=prompt, finish_reason=o["meta_info"]["finish_reason"]["type"])
+
     def generate_from_ids(self, prompts: list[list[int]], *, sampling: SamplingConfig | None = None,
                           seeds: list[int] | None = None) -> list[Generation]:
-        s = sampling or self.sampling
         body = {"input_ids": prompts, "return_logprob": True,
-                "sampling_params": {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature,
-                                    "top_p": s.top_p}}
-        if seeds is not None:
-            body["sampling_params"]["sampling_seed"] = list(seeds)
-        if s.stop:  # SGLang's name too
-            body["sampling_params"]["stop"] = list(s.stop)
+                "sampling_params": self._sampling_params(sampling or self.sampling, seeds)}
         outs = self._post("/generate", body)
-        gens = []
-        for p, o in zip(prompts, outs):
-            lps = o["meta_info"].get("output_token_logprobs") or []
-            gens.append(Generation(text=o["text"], token_ids=list(o["output_ids"]),
-                                   logprobs=[float(x[0]) for x in lps], prompt_token_ids=p,
-                                   finish_reason=o["meta_info"]["finish_reason"]["type"]))
-        return gens
+        return [self._generation(p, o) for p, o in zip(prompts, outs)]
+
+    def stream(self, messages, *, tools=None, sampling: SamplingConfig | None = None, seed: int | None = None):
+        """One reply as it is sampled: yields (text so far, None) per token, then (text, the Generation)."""
+        prompt = self.prompt_ids(messages, tools)
+        body = {"input_ids": prompt, "return_logprob": True, "stream": True,
+                "sampling_params": self._sampling_params(sampling or self.sampling, None if seed is None else [seed])}
+        try:
+            r = self._session.post(self.url + "/generate", json=body, timeout=self.timeout_s, stream=True)
+        except requests.RequestException as e:
+            raise ServerError(f"{self.url}/generate: {e}") from e
+        with r:
+            if r.status_code != 200:
+                raise ServerError(f"{self.url}/generate: HTTP {r.status_code}: {r.text[:500]}")
+            for line in r.iter_lines():
+                if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                    continue
+                chunk = json.loads(line[len(b"data: "):])
+                if "error" in chunk:
+                    raise ServerError(f"{self.url}/generate: {chunk['error'].get('message')}")
+                if chunk["meta_info"].get("finish_reason"):
+                    yield chunk["text"], self._generation(prompt, chunk)
+                    return
+                yield chunk["text"], None
+        raise ServerError(f"{self.url}/generate: the stream ended without a finished reply")
 
     def score_many(self, pairs: list[tuple[list[int], list[int]]], top_k: int = 0):
         """log p(response | prompt) per response token for each (prompt_ids, response_ids) pair, as

@@ -3,6 +3,7 @@ logprobs (token-in/token-out), and scoring of a given response under a given pro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -130,11 +131,13 @@ class TransformersPolicy:
 
     @torch.inference_mode()
     def sample_ids(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
-                   seeds: list[int | None] | None = None) -> list[tuple[list[int], list[float], str]]:
+                   seeds: list[int | None] | None = None,
+                   on_token: Callable[[int, int], None] | None = None) -> list[tuple[list[int], list[float], str]]:
         """Batched sampling with a KV cache and left padding. The recorded logprob is the one of
         the distribution actually sampled from (logits / temperature; raw logits when greedy).
         A row with a seed draws from its own generator, so its sample does not depend on what else
-        is in the batch or on earlier requests (resumed runs take the same next step)."""
+        is in the batch or on earlier requests (resumed runs take the same next step).
+        `on_token(row, token_id)` hears each kept token as it is sampled (for streaming)."""
         s = sampling or self.sampling
         gens = [torch.Generator().manual_seed(int(sd)) if sd is not None else self.generator
                 for sd in (seeds or [None] * len(prompts))]
@@ -163,6 +166,8 @@ class TransformersPolicy:
                 if not done[i] and not stopped[i]:
                     tokens[i].append(int(chosen[i]))
                     logprobs[i].append(float(chosen_lp[i]))
+                    if on_token is not None:
+                        on_token(i, tokens[i][-1])
                     if s.stop and self._says_stop(tokens[i], s.stop):
                         stopped[i] = True
             done |= stopped

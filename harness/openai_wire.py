@@ -9,9 +9,9 @@ Out: a reply becomes a `chat.completion`. When the request offered `tools` (and 
 "none"), well-formed `<tool_call>` blocks become `message.tool_calls` with finish_reason "tool_calls",
 and the rest of the text is the content, so agent frameworks run the calls. A reply whose blocks do
 not parse stays plain content: the client shows it, and whatever the user answers is its next state.
-With `stream=true` the same completion goes out as server-sent events (`chat.completion.chunk`s, then
-`data: [DONE]`). The reply is generated whole, so its text arrives in one chunk: streaming clients
-work, but tokens do not trickle in one by one.
+With `stream=true` the reply goes out as server-sent events (`chat.completion.chunk`s, then
+`data: [DONE]`) while it is sampled, token by token where the policy streams (`shown_so_far` holds
+back what may turn into a stop string or a tool call); otherwise whole, in one chunk.
 """
 from __future__ import annotations
 
@@ -106,24 +106,56 @@ def completion(gen: Generation, model: str, *, parse_tool_calls: bool, stop: tup
             "usage": {"prompt_tokens": prompt, "completion_tokens": reply, "total_tokens": prompt + reply}}
 
 
+def shown_so_far(text: str, stop: tuple[str, ...], tool_calls: bool) -> str:
+    """The part of a reply still being sampled that a streaming client may see now: up to a stop
+    string, and before anything that is, or may become, a stop string or a `<tool_call>` block (a
+    call goes out whole, as `tool_calls`, once the reply is done). A trailing half-decoded character
+    waits for its other bytes."""
+    shown = until_stop(text, stop) if stop else text
+    held = [*stop, "<tool_call>"] if tool_calls else list(stop)
+    if tool_calls and "<tool_call>" in shown:
+        shown = shown[:shown.index("<tool_call>")]
+    for h in held:  # a suffix that may grow into `h`
+        for k in range(min(len(h) - 1, len(shown)), 0, -1):
+            if shown.endswith(h[:k]):
+                shown = shown[:-k]
+                break
+    return shown.rstrip("\ufffd")
+
+
+class EventStream:
+    """The server-sent events of one streamed `chat.completion` (OpenAI's `chat.completion.chunk`s)."""
+
+    def __init__(self, model: str):
+        self.head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": model}
+
+    def _event(self, obj: dict) -> bytes:
+        return f"data: {json.dumps({**self.head, 'object': 'chat.completion.chunk', **obj}, ensure_ascii=False)}\n\n".encode()
+
+    def delta(self, delta: dict, finish_reason: str | None = None) -> bytes:
+        return self._event({"choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})
+
+    def start(self) -> bytes:
+        return self.delta({"role": "assistant", "content": ""})
+
+    def closing(self, done: dict, sent: str = "", *, include_usage: bool = False):
+        """The events after the `sent` text: the rest of the content, the tool calls (each whole, with
+        its index), the finish reason, optionally the usage, then `[DONE]`."""
+        choice = done["choices"][0]
+        message = choice["message"]
+        content = message.get("content") or ""
+        if content.startswith(sent) and len(content) > len(sent):
+            yield self.delta({"content": content[len(sent):]})
+        for i, call in enumerate(message.get("tool_calls") or []):
+            yield self.delta({"tool_calls": [{"index": i, **call}]})
+        yield self.delta({}, choice["finish_reason"])
+        if include_usage:
+            yield self._event({"choices": [], "usage": done["usage"]})
+        yield b"data: [DONE]\n\n"
+
+
 def stream_events(done: dict, *, include_usage: bool = False) -> bytes:
-    """A whole `chat.completion` as the server-sent events a streaming client reads: the role, the
-    content, the tool calls (each whole, with its index), the finish reason, optionally the usage,
-    then `[DONE]`."""
-    head = {k: done[k] for k in ("id", "created", "model")}
-    choice = done["choices"][0]
-    message = choice["message"]
-
-    def chunk(delta: dict, finish_reason: str | None = None) -> dict:
-        return {**head, "object": "chat.completion.chunk",
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
-
-    chunks = [chunk({"role": "assistant", "content": ""})]
-    if message.get("content"):
-        chunks.append(chunk({"content": message["content"]}))
-    for i, call in enumerate(message.get("tool_calls") or []):
-        chunks.append(chunk({"tool_calls": [{"index": i, **call}]}))
-    chunks.append(chunk({}, choice["finish_reason"]))
-    if include_usage:
-        chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": done["usage"]})
-    return b"".join(f"data: {json.dumps(c, ensure_ascii=False)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+    """A whole `chat.completion` as the server-sent events a streaming client reads."""
+    events = EventStream(done["model"])
+    events.head["id"], events.head["created"] = done["id"], done["created"]
+    return events.start() + b"".join(events.closing(done, include_usage=include_usage))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Iterator
 
 from omegaconf import DictConfig
 
@@ -35,7 +36,7 @@ from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import typed
-from .openai_wire import BadRequest, completion, offered_tools, plain_messages, stream_events
+from .openai_wire import BadRequest, EventStream, completion, offered_tools, plain_messages, shown_so_far
 from .session_journal import SessionJournal
 from .sessions import SessionBook, turn_type_of
 from .train import Training, start_training
@@ -49,6 +50,20 @@ class ProxyConfig(AsyncTrainConfig):
     port: int = 8000  # 0 = a free port (see <run_dir>/proxy.json)
     max_sessions: int = 1000  # sessions kept waiting for their next message; the least recent go first
     api_key: str = ""  # non-empty: requests must carry `Authorization: Bearer <api_key>`
+
+
+@dataclass
+class _Request:
+    """One chat-completions request, read and checked."""
+    session: str | None
+    turn_type: str
+    done: bool  # X-Session-Done
+    messages: list[dict[str, str]]
+    tools: list[dict] | None
+    sampling: SamplingConfig
+    seed: int | None
+    parse_tools: bool  # tools offered (and tool_choice is not "none"): calls go out as tool_calls
+    include_usage: bool  # stream_options.include_usage
 
 
 def _truthy(value: str | None) -> bool:
@@ -80,45 +95,63 @@ class Proxy:
             raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
 
     @staticmethod
-    def _seed(body: dict) -> list[int] | None:
+    def _seed(body: dict) -> int | None:
         seed = body.get("seed")
-        if seed is None:
-            return None
-        if not isinstance(seed, int) or isinstance(seed, bool):
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise BadRequest("seed must be an integer")
-        return [seed]
+        return seed
 
-    def chat(self, body, headers) -> tuple[int, dict | bytes, dict]:
-        """(HTTP status, JSON body or event-stream bytes, extra headers) for one chat-completions request."""
+    def chat(self, body, headers) -> tuple[int, dict | Iterator[bytes], dict]:
+        """(HTTP status, JSON body or server-sent events, extra headers) for one chat-completions request."""
         if not isinstance(body, dict):
             return 400, _error("the body must be a JSON object"), {}
         if not self.gate.is_open:
             return 503, _error("the policy's weights are being updated; retry in a moment", "unavailable"), \
                 {"Retry-After": "1"}
-        session = headers.get("X-Session-Id") or None
         try:
-            if body.get("n", 1) not in (1, None):
-                raise BadRequest("n must be 1: the proxy samples one reply per request")
-            turn_type = turn_type_of(headers.get("X-Turn-Type"))
-            messages = plain_messages(body.get("messages"))
-            tools = offered_tools(body)
-            sampling, seeds = self._sampling(body), self._seed(body)
+            req = self._request(body, headers)
         except BadRequest as e:
             return 400, _error(str(e)), {}
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
-        gen = self.policy.generate([messages], tools=tools, sampling=sampling, seeds=seeds)[0]
-        done = self.book.record(session, turn_type, messages, gen, version, _truthy(headers.get("X-Session-Done")),
-                                tools=tools)
+        if body.get("stream"):
+            return 200, self._streamed(req, version), {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
+                                   seeds=None if req.seed is None else [req.seed])[0]
+        self._record(req, gen, version)
+        return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), {}
+
+    def _request(self, body: dict, headers) -> "_Request":
+        if body.get("n", 1) not in (1, None):
+            raise BadRequest("n must be 1: the proxy samples one reply per request")
+        tools = offered_tools(body)
+        return _Request(headers.get("X-Session-Id") or None, turn_type_of(headers.get("X-Turn-Type")),
+                        _truthy(headers.get("X-Session-Done")), plain_messages(body.get("messages")), tools,
+                        self._sampling(body), self._seed(body), bool(tools) and body.get("tool_choice") != "none",
+                        bool((body.get("stream_options") or {}).get("include_usage")))
+
+    def _streamed(self, req: "_Request", version: int) -> Iterator[bytes]:
+        """The reply's events as the policy server samples it. The step is recorded once the reply is
+        complete: a client gone mid-stream never saw it."""
+        events = EventStream(self.model_name)
+        yield events.start()
+        sent, gen = "", None
+        for text, final in self.policy.stream(req.messages, tools=req.tools, sampling=req.sampling, seed=req.seed):
+            if final is not None:
+                gen = final
+                break
+            shown = shown_so_far(text, req.sampling.stop, req.parse_tools)
+            if len(shown) > len(sent) and shown.startswith(sent):
+                yield events.delta({"content": shown[len(sent):]})
+                sent = shown
+        self._record(req, gen, version)
+        done = completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop)
+        yield from events.closing(done, sent, include_usage=req.include_usage)
+
+    def _record(self, req: "_Request", gen, version: int) -> None:
+        done = self.book.record(req.session, req.turn_type, req.messages, gen, version, req.done, tools=req.tools)
         with self._lock:
             self.served += 1
             self.recorded += len(done)
-        reply = completion(gen, self.model_name, parse_tool_calls=bool(tools) and body.get("tool_choice") != "none",
-                           stop=sampling.stop)
-        if body.get("stream"):
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return 200, stream_events(reply, include_usage=usage), {"Content-Type": "text/event-stream",
-                                                                     "Cache-Control": "no-cache"}
-        return 200, reply, {}
 
     def next_step(self, group_no: int, gate: Gate):
         """Step `group_no`, the next completed one, as a one-step trajectory (blocks; `Stopped` once
@@ -158,10 +191,12 @@ def make_handler(proxy: Proxy):
         def log_message(self, *args):
             pass
 
-        def _send(self, status: int, obj: dict | bytes, headers: dict | None = None) -> None:
-            """A JSON body, or bytes of the type in `headers` (a whole event stream: its length is known)."""
+        def _send(self, status: int, obj, headers: dict | None = None) -> None:
+            """A JSON body, or server-sent events as they come (the connection closes after them)."""
             headers = {"Content-Type": "application/json", **(headers or {})}
-            data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+            if not isinstance(obj, dict):
+                return self._send_events(status, obj, headers)
+            data = json.dumps(obj).encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))
             for k, v in headers.items():
@@ -174,6 +209,24 @@ def make_handler(proxy: Proxy):
                 return False
             self._send(401, _error("a valid API key is needed: send `Authorization: Bearer <key>`", "invalid_api_key"))
             return True
+
+        def _send_events(self, status: int, events: Iterator[bytes], headers: dict) -> None:
+            self.send_response(status)
+            for k, v in {**headers, "Connection": "close"}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for event in events:
+                    self.wfile.write(event)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client left; its reply is not recorded
+            except Exception as e:  # headers are out: the error is the last event
+                error = _error(f"{type(e).__name__}: {e}", "server_error")
+                self.wfile.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
+            finally:
+                events.close()  # stops the policy's stream too
 
         def do_GET(self):
             if self.path == "/health":  # open to liveness probes; counters only
@@ -251,8 +304,8 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                 state["open_from"] = r.open_from
                 tr.checkpoint()
             book.compact(r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
-            write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
             append_jsonl(tr.log_file, log)
+            write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
             print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
                   f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")
 

@@ -13,7 +13,7 @@ import pytest
 from agents.transformers_policy import SamplingConfig
 from envs.toolcall_parse import scan_calls
 from harness.async_loops import Gate
-from harness.openai_wire import BadRequest, completion, plain_messages, stream_events
+from harness.openai_wire import BadRequest, completion, plain_messages, shown_so_far, stream_events
 from harness.proxy import Proxy, make_handler
 from harness.sessions import SessionBook
 from harness.types import Generation
@@ -39,6 +39,13 @@ class ScriptedPolicy:
         self.asked.append((conversations[0], tools))
         self.sampling, self.seeds = sampling, seeds
         return [gen(self.replies.pop(0))]
+
+    def stream(self, messages, *, tools=None, sampling=None, seed=None):
+        """The reply a character at a time, as the policy server streams its tokens."""
+        (whole,) = self.generate([messages], tools=tools, sampling=sampling, seeds=None if seed is None else [seed])
+        for i in range(1, len(whole.text) + 1):
+            yield whole.text[:i], None
+        yield whole.text, whole
 
 
 def test_a_reply_with_calls_becomes_tool_calls_only_when_the_client_offered_tools():
@@ -76,6 +83,16 @@ def test_the_history_reads_back_as_the_calls_the_policy_wrote():
                      ([{"role": "assistant", "tool_calls": "f()"}], "must be a list")):
         with pytest.raises(BadRequest, match=why):
             plain_messages(bad)
+
+
+def test_a_stream_shows_text_only_once_it_cannot_turn_into_a_stop_string_or_a_call():
+    assert shown_so_far("Thought: x\nObs", ("Observation:",), False) == "Thought: x\n"  # may become the stop
+    assert shown_so_far("Thought: x\nObservation: y", ("Observation:",), False) == "Thought: x\n"
+    assert shown_so_far("Thought: x\nObject", ("Observation:",), False) == "Thought: x\nObject"
+    assert shown_so_far("Let me look.\n<tool_", (), True) == "Let me look.\n"
+    assert shown_so_far('Let me look.\n<tool_call>{"name"', (), True) == "Let me look.\n"
+    assert shown_so_far("<tool_call> is a tag", (), False) == "<tool_call> is a tag"  # no tools offered
+    assert shown_so_far("caf\ufffd", (), False) == "caf"  # half a character waits for the rest
 
 
 def test_a_stream_carries_the_same_completion_as_events():
@@ -126,13 +143,25 @@ def test_the_openai_client_runs_tool_calls_through_the_proxy_of_a_scripted_polic
     assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
         ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Zürich"})]
     assert policy.asked[0][1] == [WEATHER]  # the tools reached the chat template
+    # streamed, the same reply shows its text as it comes and its calls whole at the end
+    policy.replies.insert(0, TWO_CALLS)
+    events = list(client.chat.completions.create(model="scripted", messages=messages, tools=[WEATHER], stream=True,
+                                                 extra_headers={"X-Turn-Type": "side"}))
+    texts = [c.choices[0].delta.content for c in events if c.choices and c.choices[0].delta.content]
+    assert "".join(texts) == "Let me look.\n" and len(texts) > 5
+    streamed_calls = [c.choices[0].delta.tool_calls[0] for c in events if c.choices and c.choices[0].delta.tool_calls]
+    assert [(c.index, c.function.name, json.loads(c.function.arguments)) for c in streamed_calls] == [
+        (0, "get_weather", {"city": "Paris"}), (1, "get_weather", {"city": "Zürich"})]
+    assert events[-1].choices[0].finish_reason == "tool_calls"
+    policy.asked.pop()
     # the framework runs the calls and sends the results back, as agent loops do
     messages += [choice.message.model_dump(exclude_none=True),
                  *({"role": "tool", "tool_call_id": c.id, "content": r} for c, r in zip(calls, ("sunny", "rainy")))]
     stream = client.chat.completions.create(model="scripted", messages=messages, tools=[WEATHER], stream=True,
                                             stream_options={"include_usage": True}, extra_headers=session)
     chunks = list(stream)
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Paris is sunny and Zürich is rainy."
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces) == "Paris is sunny and Zürich is rainy." and len(pieces) > 10  # as it is sampled
     assert chunks[-1].usage.total_tokens == 5
     # the policy read its own calls back as it wrote them, and the first reply is now a step to learn from
     prompt = policy.asked[1][0]

@@ -138,3 +138,19 @@ def test_a_stop_string_ends_the_reply_where_it_first_appears(served):
     assert stop not in shorter  # ended on the token that completed it, not later
     r = _post(served, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2, "stop": [""]}})
     assert r.status_code == 400 and "stop" in r.text
+
+
+def test_a_streamed_reply_arrives_token_by_token_and_ends_as_the_whole_one(served):
+    msgs = [{"role": "user", "content": "Count from one to five in words."}]
+    s = SamplingConfig(16, 0.0, 1.0, 2048)
+    whole = served.generate([msgs], sampling=s)[0]
+    events = list(served.stream(msgs, sampling=s))
+    texts = [t for t, _ in events]
+    assert len(events) == len(whole.token_ids) + 1  # one event per token, then the finished reply
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))  # each text extends the one before
+    final = events[-1][1]
+    assert final is not None and all(g is None for _, g in events[:-1])
+    assert (final.text, final.token_ids, final.finish_reason) == (whole.text, whole.token_ids, whole.finish_reason)
+    assert max(abs(a - b) for a, b in zip(final.logprobs, whole.logprobs)) < 1e-4
+    r = _post(served, "/generate", {"input_ids": [[1, 2], [3, 4]], "stream": True})
+    assert r.status_code == 400 and "one prompt" in r.text

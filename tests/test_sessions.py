@@ -141,13 +141,19 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
         assert (first.message.tool_calls is not None) == (first.finish_reason == "tool_calls")
         history = [U("Name a fruit."), first.message.model_dump(exclude_none=True), U("Please answer in one word: apple.")]
         chunks = list(client.chat.completions.create(model="smollm2-135m-instruct", messages=history, stream=True,
-                                                     extra_headers={**bob, "X-Session-Done": "1"}))
+                                                     seed=11, extra_headers={**bob, "X-Session-Done": "1"}))
         assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+        # streamed token by token, it is the reply the same seed gives whole (asked as a side turn)
+        whole = client.chat.completions.create(model="smollm2-135m-instruct", messages=history, seed=11,
+                                               extra_headers={**bob, "X-Turn-Type": "side"})
+        streamed = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert "".join(streamed) == whole.choices[0].message.content
+        assert len(streamed) >= min(2, whole.usage.completion_tokens)  # in pieces, not whole at the end
         out, _ = proc.communicate(timeout=600)  # two steps = one batch = one update, then it stops
     assert proc.returncode == 0, out[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["mode"] == "proxy" and metrics["iterations"] == 1 and metrics["train_samples"] == 2
-    assert metrics["served"] == 5 and metrics["steps_recorded"] == 2 and metrics["unanswered"] == 1
+    assert metrics["served"] == 6 and metrics["steps_recorded"] == 2 and metrics["unanswered"] == 1
     assert metrics["hints_accepted"] == 2
     log, = metrics["train_log"]
     assert log["version"] == 1 and log["samples"] == 2 and log["staleness_max"] == 0
