@@ -8,9 +8,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from .report import console
 from .sweep_plot import run_label, write_sweep_plot
 
 
@@ -51,5 +51,5 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m harness.compare <sweep_dir>")
     d = Path(sys.argv[1])
-    Console().print(compare(d))
+    console().print(compare(d))
     print(f"plot: {write_sweep_plot(d)}")

@@ -49,7 +49,7 @@ def prepare_model() -> None:
 
 
 def print_leaderboard(last: int = 10) -> None:
-    from rich.console import Console
+    from .report import console
     from rich.table import Table
 
     from .leaderboard import read_rows
@@ -64,7 +64,7 @@ def print_leaderboard(last: int = 10) -> None:
         table.add_column(c)
     for r in rows[-last:]:
         table.add_row(*[r.get(c, "") for c in cols])
-    Console().print(table)
+    console().print(table)
 
 
 STEPS = {"images": prepare_images, "swe-images": prepare_swe_images, "model": prepare_model,

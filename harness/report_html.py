@@ -156,13 +156,14 @@ def write_report(leaderboard: Path, out_dir: Path, known_envs: set[str] | None =
 
 
 def print_tables(report: Report) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from .report import console
 
     shown = ["Rank", "Success", "95% CI", "Seeds", "Δ vs Outcome", "Δ 95% CI", "Model", "Agent", "Signal",
              "Judge", "Hints", "Split", "Tasks", "Train Episodes"]
     idx = [ENV_COLUMNS.index(c) for c in shown]
-    console = Console()
+    out = console()
     for title, table, cols in [("overall", report.overall, list(range(len(report.overall[0]))))] + \
             [(env, t, idx) for env, t in report.envs.items()]:
         t = Table(title=title)
@@ -170,5 +171,5 @@ def print_tables(report: Report) -> None:
             t.add_column(table[0][c])
         for row in table[1:]:
             t.add_row(*[row[c] for c in cols])
-        console.print(t)
-    console.print(f"report: {report.out_dir / 'index.html'} ({len(report.files)} files)")
+        out.print(t)
+    out.print(f"report: {report.out_dir / 'index.html'} ({len(report.files)} files)")

@@ -28,3 +28,15 @@ def test_compare_averages_seeds_per_signal_and_keeps_async_apart(tmp_path):
                                                   ("prm (async)", "1", "0.000")]
     assert sorted(load_curves(tmp_path)) == ["outcome", "prm", "prm (async)"]
     assert write_sweep_plot(tmp_path).stat().st_size > 1000
+
+
+def test_piped_into_a_log_the_table_keeps_every_cell_whole(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _run(tmp_path, "0_prm_opd_0", "prm_opd", 0.25, 0.5)
+    p = subprocess.run([sys.executable, "-m", "harness.compare", str(tmp_path)], cwd=Path(__file__).parents[1],
+                       capture_output=True, text=True, timeout=120)  # stdout is a pipe, as in CI or `> log`
+    assert p.returncode == 0, p.stderr
+    assert "prm_opd" in p.stdout and "success before" in p.stdout and "…" not in p.stdout
