@@ -123,7 +123,7 @@ class AsyncLoops:
         self.workers, self.batch_size, self.max_staleness = workers, batch_size, max_staleness
         self.judges = judges
         self.gate = Gate(version)
-        self._next_group = next_group
+        self._next_group = self._first_group = next_group
         self._group_lock = threading.Lock()
         bound = queue_groups or 2 * workers
         self._groups: queue.Queue[Tagged] = queue.Queue(maxsize=bound)
@@ -228,7 +228,7 @@ class AsyncLoops:
         reports: list[UpdateReport] = []
         pending: list[Tagged] = []  # one Tagged per sample
         dropped, wait_s = 0, 0.0
-        received, all_below = set(), self._next_group  # the groups whose samples reached the trainer
+        received, all_below = set(), self._first_group  # the groups whose samples reached the trainer
         try:
             while len(reports) < updates:
                 t0 = last_note = time.monotonic()

@@ -130,8 +130,9 @@ def test_resumed_loops_continue_the_group_numbers_and_versions():
     assert min(n for n, _ in log["produced"]) == 40 and loops.groups_started > 40
 
 
-def test_each_update_says_from_which_group_a_resume_must_start():
-    loops, log = _loops(produce_s=0.005, workers=3, batch_size=3, max_staleness=100, next_group=10)
+@pytest.mark.parametrize("produce_s", [0.0, 0.005])  # workers take their first groups as the trainer starts
+def test_each_update_says_from_which_group_a_resume_must_start(produce_s):
+    loops, log = _loops(produce_s=produce_s, workers=3, batch_size=3, max_staleness=100, next_group=10)
     reports = loops.run(updates=6)
     trained: set = set()
     for r, batch in zip(reports, log["updates"]):
