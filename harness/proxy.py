@@ -9,8 +9,10 @@ policy; every live conversation through it becomes training data while it is bei
 
 Tool calls and streaming speak OpenAI's wire format (harness/openai_wire.py), so agent frameworks
 that run tools work unchanged. There is no env, no task and no outcome: use a per-step signal with
-`signal.baseline=none` (`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy stops (0 = until Ctrl-C).
-The URL is printed and written to `<run_dir>/proxy.json` (with `mode.port=0`, a free port is taken).
+`signal.baseline=none` (`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy
+stops (0 = until Ctrl-C). The URL is printed and written to `<run_dir>/proxy.json` (with
+`mode.port=0`, a free port is taken). Waiting replies and untrained steps are journaled
+(harness/session_journal.py), so a killed proxy resumes without losing a conversation.
 """
 from __future__ import annotations
 
