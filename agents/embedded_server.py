@@ -206,8 +206,13 @@ def make_handler(engine: Engine):
                 for chunk in chunks:
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client left (the rest of its reply is still sampled, then dropped)
             except Exception as e:  # headers are sent: the error becomes the last event
-                self.wfile.write(f"data: {json.dumps({'error': {'message': f'{type(e).__name__}: {e}'}})}\n\n".encode())
+                error = {"error": {"message": f"{type(e).__name__}: {e}"}}
+                self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
+            finally:
+                chunks.close()
             self.wfile.write(b"data: [DONE]\n\n")
 
         def do_POST(self):

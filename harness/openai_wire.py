@@ -130,7 +130,8 @@ class EventStream:
         self.head = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": model}
 
     def _event(self, obj: dict) -> bytes:
-        return f"data: {json.dumps({**self.head, 'object': 'chat.completion.chunk', **obj}, ensure_ascii=False)}\n\n".encode()
+        chunk = {**self.head, "object": "chat.completion.chunk", **obj}
+        return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
 
     def delta(self, delta: dict, finish_reason: str | None = None) -> bytes:
         return self._event({"choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]})

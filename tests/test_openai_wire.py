@@ -214,3 +214,26 @@ def test_stop_strings_reach_the_policy_and_end_the_text_the_client_reads(served)
     for bad, why in (({"stop": [""]}, "stop must be"), ({"stop": 3}, "stop must be"), ({"seed": "x"}, "seed must be")):
         with pytest.raises(openai.BadRequestError, match=why):
             client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], **bad)
+
+
+def test_a_client_that_leaves_mid_stream_is_not_recorded_and_the_proxy_goes_on(served):
+    import time
+
+    import requests
+
+    class Slow(ScriptedPolicy):
+        def stream(self, messages, *, tools=None, sampling=None, seed=None):
+            for item in super().stream(messages, tools=tools, sampling=sampling, seed=seed):
+                time.sleep(0.05)
+                yield item
+
+    policy = Slow("a" * 60, "still here")
+    proxy, client = served(policy)
+    with requests.post(f"{client.base_url}chat/completions", stream=True, timeout=30, headers={"X-Session-Id": "s"},
+                       json={"messages": [{"role": "user", "content": "q"}], "stream": True}) as r:
+        first = next(r.iter_lines())
+        assert first.startswith(b"data: ")
+    time.sleep(3.5)  # longer than the whole reply takes: had the proxy streamed on, it would have recorded it
+    assert proxy.served == 0 and proxy.book.open_sessions == 0  # never delivered, never trained on
+    again = client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}])
+    assert again.choices[0].message.content == "still here"
