@@ -154,9 +154,3 @@ class EventStream:
             yield self._event({"choices": [], "usage": done["usage"]})
         yield b"data: [DONE]\n\n"
 
-
-def stream_events(done: dict, *, include_usage: bool = False) -> bytes:
-    """A whole `chat.completion` as the server-sent events a streaming client reads."""
-    events = EventStream(done["model"])
-    events.head["id"], events.head["created"] = done["id"], done["created"]
-    return events.start() + b"".join(events.closing(done, include_usage=include_usage))

@@ -13,7 +13,7 @@ import pytest
 from agents.transformers_policy import SamplingConfig
 from envs.toolcall_parse import scan_calls
 from harness.async_loops import Gate
-from harness.openai_wire import BadRequest, completion, plain_messages, shown_so_far, stream_events
+from harness.openai_wire import BadRequest, EventStream, completion, plain_messages, shown_so_far
 from harness.proxy import Proxy, make_handler
 from harness.sessions import SessionBook
 from harness.types import Generation
@@ -26,7 +26,8 @@ TWO_CALLS = ('Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"
 
 
 def gen(text: str, finish_reason: str = "stop") -> Generation:
-    return Generation(text=text, token_ids=[7, 8, 9], logprobs=[-0.1] * 3, prompt_token_ids=[1, 2], finish_reason=finish_reason)
+    return Generation(text=text, token_ids=[7, 8, 9], logprobs=[-0.1] * 3, prompt_token_ids=[1, 2],
+                      finish_reason=finish_reason)
 
 
 class ScriptedPolicy:
@@ -55,7 +56,8 @@ def test_a_reply_with_calls_becomes_tool_calls_only_when_the_client_offered_tool
     message = choice["message"]
     assert message["content"] == "Let me look."
     assert [c["function"]["name"] for c in message["tool_calls"]] == ["get_weather", "get_weather"]
-    assert [json.loads(c["function"]["arguments"]) for c in message["tool_calls"]] == [{"city": "Paris"}, {"city": "Zürich"}]
+    arguments = [json.loads(c["function"]["arguments"]) for c in message["tool_calls"]]
+    assert arguments == [{"city": "Paris"}, {"city": "Zürich"}]
     assert len({c["id"] for c in message["tool_calls"]}) == 2 and out["usage"]["total_tokens"] == 5
     # no tools offered (or tool_choice=none): the text as written
     plain = completion(gen(TWO_CALLS), "m", parse_tool_calls=False)["choices"][0]
@@ -63,7 +65,8 @@ def test_a_reply_with_calls_becomes_tool_calls_only_when_the_client_offered_tool
     # a block that does not parse stays text, so the user can answer it
     broken = '<tool_call>{"name": "get_weather", "arguments": {city: Paris}}</tool_call>'
     bad = completion(gen(broken, "length"), "m", parse_tool_calls=True)["choices"][0]
-    assert bad["message"]["content"] == broken and "tool_calls" not in bad["message"] and bad["finish_reason"] == "length"
+    assert bad["message"]["content"] == broken and "tool_calls" not in bad["message"]
+    assert bad["finish_reason"] == "length"
     only_calls = completion(gen('<tool_call>{"name": "f", "arguments": {}}</tool_call>'), "m", parse_tool_calls=True)
     assert only_calls["choices"][0]["message"]["content"] is None
 
@@ -95,20 +98,23 @@ def test_a_stream_shows_text_only_once_it_cannot_turn_into_a_stop_string_or_a_ca
     assert shown_so_far("caf\ufffd", (), False) == "caf"  # half a character waits for the rest
 
 
-def test_a_stream_carries_the_same_completion_as_events():
+def test_a_completion_closes_its_stream_with_the_rest_its_calls_and_its_finish():
     done = completion(gen(TWO_CALLS), "m", parse_tool_calls=True)
-    raw = stream_events(done, include_usage=True).decode()
+    stream = EventStream("m")
+    raw = (stream.start() + b"".join(stream.closing(done, include_usage=True))).decode()
     events = [e[len("data: "):] for e in raw.split("\n\n") if e]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
-    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and {c["id"] for c in chunks} == {done["id"]}
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and {c["id"] for c in chunks} == {stream.head["id"]}
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert deltas[0]["role"] == "assistant"
     assert "".join(d.get("content") or "" for d in deltas) == "Let me look."
     assert [d["tool_calls"][0]["index"] for d in deltas if "tool_calls" in d] == [0, 1]
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
     assert chunks[-1]["usage"] == done["usage"] and chunks[-1]["choices"] == []
-    assert "usage" not in json.dumps(stream_events(done)[:-len("data: [DONE]\n\n")].decode())
+    assert "usage" not in b"".join(stream.closing(done)).decode()
+    rest = [json.loads(e[len("data: "):]) for e in b"".join(stream.closing(done, "Let me")).decode().split("\n\n")[:1]]
+    assert rest[0]["choices"][0]["delta"] == {"content": " look."}  # after streamed text, only the rest
 
 
 @pytest.fixture
