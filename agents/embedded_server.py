@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .batcher import GenerationBatcher
 from .chat import render_prompt_ids
-from .transformers_policy import SamplingConfig, TransformersPolicy
+from .transformers_policy import SamplingConfig, TransformersPolicy, stop_strings
 
 
 class BadRequest(ValueError):
@@ -40,14 +40,10 @@ class Engine:
         self.weight_version = 0
 
     def _sampling(self, sp: dict) -> SamplingConfig:
-        stop = sp.get("stop") or ()
-        stop = (stop,) if isinstance(stop, str) else stop
-        if not (isinstance(stop, (list, tuple)) and all(isinstance(x, str) and x for x in stop)):
-            raise BadRequest("bad sampling_params: stop must be a non-empty string or a list of them")
         try:
             return SamplingConfig(int(sp.get("max_new_tokens", 128)), float(sp.get("temperature", 1.0)),
                                   float(sp.get("top_p", 1.0)), self.policy.sampling.max_prompt_tokens,
-                                  bool(sp.get("ignore_eos", False)), tuple(stop))
+                                  bool(sp.get("ignore_eos", False)), stop_strings(sp.get("stop")))
         except (TypeError, ValueError) as e:
             raise BadRequest(f"bad sampling_params: {e}") from e
 

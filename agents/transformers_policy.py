@@ -23,6 +23,15 @@ class SamplingConfig:
     stop: tuple[str, ...] = ()  # a row ends once its text contains one of these (kept in its tokens and text)
 
 
+def stop_strings(value) -> tuple[str, ...]:
+    """A request's `stop` (a string or a list of them, OpenAI's and SGLang's shape) as the tuple
+    `SamplingConfig.stop` takes; ValueError when it is neither."""
+    stop = [value] if isinstance(value, str) else (value or [])
+    if not (isinstance(stop, (list, tuple)) and all(isinstance(x, str) and x for x in stop)):
+        raise ValueError("stop must be a non-empty string or a list of them")
+    return tuple(stop)
+
+
 class TransformersPolicy:
     name = "transformers"
 

@@ -23,6 +23,21 @@ def write_text_atomic(path: Path | str, text: str) -> None:
         raise
 
 
+def save_figure_atomic(fig, path: Path | str) -> Path:
+    """A matplotlib figure as a PNG that readers never see half-written (the figure is closed)."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    try:
+        fig.savefig(tmp)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def write_json_atomic(path: Path | str, obj) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 

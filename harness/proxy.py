@@ -32,7 +32,7 @@ from typing import Iterator
 
 from omegaconf import DictConfig
 
-from agents.transformers_policy import SamplingConfig
+from agents.transformers_policy import SamplingConfig, stop_strings
 
 from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
@@ -85,14 +85,14 @@ class Proxy:
 
     def _sampling(self, body: dict) -> SamplingConfig:
         s = self.sampling
-        stop = body.get("stop") or []
-        stop = [stop] if isinstance(stop, str) else stop
-        if not (isinstance(stop, list) and all(isinstance(x, str) and x for x in stop)):
-            raise BadRequest("stop must be a non-empty string or a list of them")
+        try:
+            stop = stop_strings(body.get("stop"))
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
         try:
             return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
                                   float(body.get("temperature", s.temperature)), float(body.get("top_p", s.top_p)),
-                                  s.max_prompt_tokens, stop=tuple(stop))
+                                  s.max_prompt_tokens, stop=stop)
         except (TypeError, ValueError) as e:
             raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
 
@@ -122,7 +122,7 @@ class Proxy:
         self._record(req, gen, version)
         return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), {}
 
-    def _request(self, body: dict, headers) -> "_Request":
+    def _request(self, body: dict, headers) -> _Request:
         if body.get("n", 1) not in (1, None):
             raise BadRequest("n must be 1: the proxy samples one reply per request")
         tools = offered_tools(body)
@@ -131,7 +131,7 @@ class Proxy:
                         self._sampling(body), self._seed(body), bool(tools) and body.get("tool_choice") != "none",
                         bool((body.get("stream_options") or {}).get("include_usage")))
 
-    def _streamed(self, req: "_Request", version: int) -> Iterator[bytes]:
+    def _streamed(self, req: _Request, version: int) -> Iterator[bytes]:
         """The reply's events as the policy server samples it. The step is recorded once the reply is
         complete: a client gone mid-stream never saw it."""
         events = EventStream(self.model_name)
@@ -149,7 +149,7 @@ class Proxy:
         done = completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop)
         yield from events.closing(done, sent, include_usage=req.include_usage)
 
-    def _record(self, req: "_Request", gen, version: int) -> None:
+    def _record(self, req: _Request, gen, version: int) -> None:
         done = self.book.record(req.session, req.turn_type, req.messages, gen, version, req.done, tools=req.tools)
         with self._lock:
             self.served += 1

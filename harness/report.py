@@ -25,5 +25,5 @@ def print_summary(result) -> None:
     out.print(table)
     m = result.metrics
     out.print(f"success rate {m['success_rate']:.1%} over {m['n_graded']} graded tasks "
-                  f"({m['infra_failures']} infra failures), {m['tokens']} tokens, {m['wall_s']:.0f} s")
+              f"({m['infra_failures']} infra failures), {m['tokens']} tokens, {m['wall_s']:.0f} s")
     out.print(f"run dir: {result.row['run_dir']}")

@@ -11,13 +11,12 @@ import datetime as dt
 import html
 import io
 import json
-import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import write_text_atomic
+from .atomic import save_figure_atomic, write_text_atomic
 from .leaderboard_report import (ENV_COLUMNS, NA, Entry, Stat, aggregate, by_env, env_table, overall_table,
                                  validate)
 
@@ -94,11 +93,7 @@ def _plot_curves(env: str, entries: list[Entry], out_dir: Path) -> list[Path]:
         ax.set_title(f"{env}: {model}")
         fig.tight_layout()
         path = out_dir / f"curves_{re.sub(r'[^A-Za-z0-9_.-]+', '_', env)}_{i}.png"
-        tmp = path.with_name(f".{path.name}.tmp.png")
-        fig.savefig(tmp)
-        plt.close(fig)
-        os.replace(tmp, path)
-        paths.append(path)
+        paths.append(save_figure_atomic(fig, path))
     return paths
 
 

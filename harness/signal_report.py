@@ -20,7 +20,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from .atomic import write_text_atomic
+from .atomic import save_figure_atomic, write_text_atomic
 from .leaderboard_report import Stat
 
 LABELS = ("well_formed", "executed_ok", "matches_reference")
@@ -157,10 +157,7 @@ def plot(runs: list[dict], out: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("bars: mean over seeds (blue: model judge/hints, orange: oracle); dots: seeds", fontsize=8)
     fig.tight_layout()
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(out)
+    save_figure_atomic(fig, out)
 
 
 def main(argv: list[str] | None = None) -> int:

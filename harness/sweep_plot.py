@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
+
+from .atomic import save_figure_atomic
 
 
 def run_label(metrics: dict) -> str:
@@ -54,8 +55,5 @@ def write_sweep_plot(sweep_dir: Path, name: str = "success_vs_samples.png") -> P
         ax.legend(loc="best", fontsize=8)
         ax.set_title(sweep_dir.name)
         fig.tight_layout()
-        tmp = out.with_name(f".{name}.tmp.png")
-        fig.savefig(tmp)
-        plt.close(fig)
-        os.replace(tmp, out)
+        save_figure_atomic(fig, out)
     return out

@@ -5,11 +5,10 @@ update's health (clipping, KL) and, for async and proxy runs, staleness and wait
 never finish); the command redraws it for a run still going."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
-from .atomic import read_jsonl
+from .atomic import read_jsonl, save_figure_atomic
 
 # panel title -> the log keys drawn in it (a panel is drawn when the log has any of them)
 PANELS: list[tuple[str, list[str]]] = [
@@ -59,12 +58,7 @@ def write_train_plot(run_dir: Path, name: str = "train_curves.png") -> Path | No
         ax.axis("off")
     fig.suptitle(f"{run_dir.name}: {len(log)} updates", fontsize=11)
     fig.tight_layout()
-    out = run_dir / name
-    tmp = out.with_name(f".{name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, out)
-    return out
+    return save_figure_atomic(fig, run_dir / name)
 
 
 if __name__ == "__main__":

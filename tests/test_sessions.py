@@ -92,16 +92,16 @@ def test_proxy_refuses_bad_requests_and_answers_503_while_weights_are_swapped():
     assert proxy.served == 0
 
 
-def _proxy_args(run_dir, *extra):
-    return [sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state", "mode.teacher=policy",
+@contextlib.contextmanager
+def _running_proxy(tmp_path, *extra):
+    """A proxy run in `tmp_path / "proxy"` (one update of 2 samples), and its URL once it serves;
+    killed on the way out if still running."""
+    run_dir = tmp_path / "proxy"
+    args = [sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state", "mode.teacher=policy",
             "mode.port=0", "mode.batch_samples=2", "mode.iterations=1", "model.max_new_tokens=8", "progress=false",
             f"hydra.run.dir={run_dir}", *extra]
-
-
-@contextlib.contextmanager
-def _running_proxy(args, run_dir, env):
-    """The proxy process and its URL, once it serves; killed on the way out if still running."""
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(args, cwd=ROOT, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 300
         while not (run_dir / "proxy.json").exists():
@@ -124,8 +124,7 @@ def _chat(url, msgs, session, **headers):
 @pytest.mark.timeout(900)
 def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
     run_dir = tmp_path / "proxy"
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    with _running_proxy(_proxy_args(run_dir), run_dir, env) as (proc, url):
+    with _running_proxy(tmp_path) as (proc, url):
         chat = functools.partial(_chat, url)
         assert requests.get(f"{url}/models", timeout=10).json()["data"][0]["id"] == "smollm2-135m-instruct"
         a1 = chat([U("What is 2+2?")], "alice")
@@ -166,8 +165,7 @@ def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp
     from harness.atomic import read_jsonl
 
     run_dir = tmp_path / "proxy"
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    with _running_proxy(_proxy_args(run_dir), run_dir, env) as (proc, url):
+    with _running_proxy(tmp_path) as (proc, url):
         a1 = _chat(url, [U("What is 2+2?")], "alice")
         b1 = _chat(url, [U("Name a fruit.")], "bob")
         _chat(url, [U("Name a fruit."), A(b1), U("One word, please: apple.")], "bob")  # bob's step: half a batch
@@ -176,7 +174,7 @@ def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp
     assert proc.returncode == 130, out[-3000:]
     assert not (run_dir / "metrics.json").exists() and not (run_dir / "proxy.json").exists()  # no stale URL
 
-    with _running_proxy(_proxy_args(run_dir, f"resume={run_dir}"), run_dir, env) as (proc, url):
+    with _running_proxy(tmp_path, f"resume={run_dir}") as (proc, url):
         # alice answers the reply she got before the restart: with bob's step, a batch
         _chat(url, [U("What is 2+2?"), A(a1), U("No: it is 4.")], "alice")
         out, _ = proc.communicate(timeout=600)
