@@ -18,6 +18,44 @@ class ServerError(RuntimeError):
     pass
 
 
+class StreamedReply:
+    """One reply put together from `/generate`'s stream events, in either of SGLang's two ways of
+    streaming: by default each event holds the reply so far (text, ids, logprobs); a server started
+    with `--incremental-streaming-output` sends only what is new in each. Each event's
+    `meta_info.completion_tokens` counts the tokens so far, which tells the two apart event by event
+    (a first event is the same either way). Reading only the last event of an incremental stream
+    would train on the reply's last token alone."""
+
+    def __init__(self):
+        self.text = ""
+        self.token_ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.finish_reason: str | None = None
+
+    def add(self, event: dict) -> None:
+        meta = event["meta_info"]
+        ids = list(event["output_ids"])
+        so_far = meta.get("completion_tokens")
+        lps = [float(x[0]) for x in meta.get("output_token_logprobs") or []]
+        if so_far is None or len(ids) >= so_far:  # the whole reply so far
+            self.text, self.token_ids = event.get("text") or "", ids
+            if lps or meta.get("finish_reason"):
+                self.logprobs = lps
+        else:  # only what is new
+            if len(self.token_ids) + len(ids) != so_far:
+                raise ServerError(f"a streamed event brings {len(ids)} tokens to {len(self.token_ids)}, "
+                                  f"but the server counts {so_far}: events were lost")
+            self.text += event.get("text") or ""
+            self.token_ids += ids
+            self.logprobs += lps
+        if meta.get("finish_reason"):
+            self.finish_reason = meta["finish_reason"]["type"]
+
+    def generation(self, prompt: list[int]) -> Generation:
+        return Generation(text=self.text, token_ids=self.token_ids, logprobs=self.logprobs,
+                          prompt_token_ids=prompt, finish_reason=self.finish_reason)
+
+
 class HTTPPolicy:
     name = "http"
 
@@ -84,16 +122,18 @@ class HTTPPolicy:
         with r:
             if r.status_code != 200:
                 raise ServerError(f"{self.url}/generate: HTTP {r.status_code}: {r.text[:500]}")
+            reply = StreamedReply()
             for line in r.iter_lines():
                 if not line.startswith(b"data: ") or line == b"data: [DONE]":
                     continue
                 chunk = json.loads(line[len(b"data: "):])
                 if "error" in chunk:
                     raise ServerError(f"{self.url}/generate: {chunk['error'].get('message')}")
-                if chunk["meta_info"].get("finish_reason"):
-                    yield chunk["text"], self._generation(prompt, chunk)
+                reply.add(chunk)
+                if reply.finish_reason is not None:
+                    yield reply.text, reply.generation(prompt)
                     return
-                yield chunk["text"], None
+                yield reply.text, None
         raise ServerError(f"{self.url}/generate: the stream ended without a finished reply")
 
     def score_many(self, pairs: list[tuple[list[int], list[int]]], top_k: int = 0):

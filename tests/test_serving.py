@@ -154,3 +154,54 @@ def test_a_streamed_reply_arrives_token_by_token_and_ends_as_the_whole_one(serve
     assert max(abs(a - b) for a, b in zip(final.logprobs, whole.logprobs)) < 1e-4
     r = _post(served, "/generate", {"input_ids": [[1, 2], [3, 4]], "stream": True})
     assert r.status_code == 400 and "one prompt" in r.text
+
+
+def _events(policy, body) -> list[dict]:
+    with requests.post(policy.url + "/generate", json=body, timeout=300, stream=True) as r:
+        return [json.loads(line[len(b"data: "):]) for line in r.iter_lines()
+                if line.startswith(b"data: ") and line != b"data: [DONE]"]
+
+
+def _incremental(events: list[dict]) -> list[dict]:
+    """The same stream as a server with `--incremental-streaming-output` sends it: only what is new in
+    each event (text, ids, logprobs), with the running count in meta_info."""
+    out, ids_before, text_before, lps_before = [], 0, "", 0
+    for e in events:
+        meta = dict(e["meta_info"])
+        lps = meta.get("output_token_logprobs")
+        if lps is not None:
+            meta["output_token_logprobs"], lps_before = lps[lps_before:], len(lps)
+        out.append({"text": e["text"][len(text_before):], "output_ids": e["output_ids"][ids_before:],
+                    "meta_info": meta})
+        ids_before, text_before = len(e["output_ids"]), e["text"]
+    return out
+
+
+def test_a_stream_is_read_whole_in_either_of_sglangs_two_ways_of_streaming(served):
+    """The real server streams the reply so far in every event (SGLang's default); re-cut into only
+    what is new per event, as SGLang sends it with `--incremental-streaming-output` (which the
+    embedded server does not do), both read back as the unstreamed reply."""
+    from agents.http_policy import StreamedReply
+
+    prompt = served.prompt_ids([{"role": "user", "content": "Name three colours."}])
+    sp = {"max_new_tokens": 12, "temperature": 0.0}
+    whole = _post(served, "/generate", {"input_ids": prompt, "return_logprob": True, "sampling_params": sp}).json()
+    events = _events(served, {"input_ids": prompt, "return_logprob": True, "stream": True, "sampling_params": sp})
+    assert len(events) > 3
+    for stream in (events, _incremental(events)):
+        reply = StreamedReply()
+        texts = []
+        for e in stream:
+            reply.add(e)
+            texts.append(reply.text)
+        g = reply.generation(prompt)
+        assert (g.text, g.token_ids, g.finish_reason) == (whole["text"], whole["output_ids"],
+                                                         whole["meta_info"]["finish_reason"]["type"])
+        assert len(g.logprobs) == len(g.token_ids)
+        assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+    lost = _incremental(events)
+    del lost[1]
+    reply = StreamedReply()
+    with pytest.raises(Exception, match="events were lost"):
+        for e in lost:
+            reply.add(e)
