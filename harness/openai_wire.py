@@ -72,6 +72,28 @@ def plain_messages(messages) -> list[dict[str, str]]:
     return out
 
 
+def refuse_what_cannot_be_honoured(body: dict) -> None:
+    """A 400 for a parameter that would change the reply in a way the proxy cannot carry out, rather
+    than a reply that silently ignores it (a client asking for JSON mode would get free text). Such
+    parameters at their defaults, and ones that do not change the reply (`user`, `metadata`,
+    `parallel_tool_calls` ...), pass."""
+    if body.get("n", 1) not in (1, None):
+        raise BadRequest("n must be 1: the proxy samples one reply per request")
+    fmt = body.get("response_format")
+    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
+        raise BadRequest("response_format: the proxy samples free text only (no JSON mode or schema)")
+    choice = body.get("tool_choice")
+    if choice is not None and choice not in ("auto", "none"):
+        raise BadRequest("tool_choice: only \"auto\" and \"none\"; the proxy cannot force a call")
+    if body.get("logprobs") or body.get("top_logprobs"):
+        raise BadRequest("logprobs: the proxy does not return them (the trainer keeps them for itself)")
+    for name in ("frequency_penalty", "presence_penalty"):
+        if body.get(name):
+            raise BadRequest(f"{name}: not supported; leave it at 0")
+    if body.get("logit_bias"):
+        raise BadRequest("logit_bias: not supported")
+
+
 def offered_tools(body: dict) -> list[dict] | None:
     """The request's `tools` (None when it has none), checked to be a list of objects."""
     tools = body.get("tools") or None

@@ -38,7 +38,8 @@ from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import typed
-from .openai_wire import BadRequest, EventStream, completion, offered_tools, plain_messages, shown_so_far
+from .openai_wire import (BadRequest, EventStream, completion, offered_tools, plain_messages,
+                          refuse_what_cannot_be_honoured, shown_so_far)
 from .session_journal import SessionJournal
 from .sessions import SessionBook, turn_type_of
 from .train import Training, start_training
@@ -123,8 +124,7 @@ class Proxy:
         return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), {}
 
     def _request(self, body: dict, headers) -> _Request:
-        if body.get("n", 1) not in (1, None):
-            raise BadRequest("n must be 1: the proxy samples one reply per request")
+        refuse_what_cannot_be_honoured(body)
         tools = offered_tools(body)
         return _Request(headers.get("X-Session-Id") or None, turn_type_of(headers.get("X-Turn-Type")),
                         _truthy(headers.get("X-Session-Done")), plain_messages(body.get("messages")), tools,

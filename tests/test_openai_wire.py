@@ -192,6 +192,22 @@ def test_the_openai_client_reads_the_proxys_refusals(served):
     assert proxy.served == 0
 
 
+def test_parameters_the_proxy_cannot_honour_are_refused_not_ignored(served):
+    """A client asking for JSON mode, a forced call or logprobs learns it will not get them; the same
+    parameters at their defaults, and ones that do not change the reply, pass."""
+    proxy, client = served(ScriptedPolicy("ok"))
+    q = [{"role": "user", "content": "q"}]
+    for refused, says in (({"response_format": {"type": "json_object"}}, "response_format"),
+                          ({"tool_choice": "required", "tools": [WEATHER]}, "cannot force a call"),
+                          ({"logprobs": True}, "logprobs"), ({"presence_penalty": 0.5}, "presence_penalty"),
+                          ({"logit_bias": {"42": 5}}, "logit_bias")):
+        with pytest.raises(openai.BadRequestError, match=says):
+            client.chat.completions.create(model="scripted", messages=q, **refused)
+    client.chat.completions.create(model="scripted", messages=q, presence_penalty=0, tool_choice="auto",
+                                   response_format={"type": "text"}, logprobs=False, user="u1")
+    assert proxy.served == 1
+
+
 def test_with_an_api_key_set_only_clients_that_send_it_are_served(served):
     proxy, client = served(ScriptedPolicy("hello"))
     proxy.api_key = "s3cret"
