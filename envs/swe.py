@@ -20,8 +20,9 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
-from .base import TaskImages, pick_task
-from .sandbox import Sandbox, SandboxConfig, SandboxError
+from .base import pick_task
+from .sandbox import SandboxConfig, SandboxError
+from .sandboxed import SandboxedEpisodes, render_next_state
 from .spaces import FreeText
 from .swe_actions import Shell, parse_reply
 from .swe_edit import apply_edit
@@ -29,7 +30,6 @@ from .swe_grading import GradeResult, grade_patch, split_patch
 from .swe_images import ensure_swe_shared_image, instance_image
 from .swe_instances import load_swe_suite
 from .swe_oracle import reference_replies
-from .terminal import render_next_state
 
 
 @dataclass
@@ -55,7 +55,7 @@ def _resolve(path: str) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-class SWEEnv(TaskImages, gym.Env[str, str]):
+class SWEEnv(SandboxedEpisodes, gym.Env[str, str]):
     metadata = {"render_modes": []}
     seed_shapes_episodes = False
 
@@ -77,7 +77,6 @@ class SWEEnv(TaskImages, gym.Env[str, str]):
         self._client = None
         self._shared: str | None = None
         self._images: dict[str, str] = {}
-        self._sandbox: Sandbox | None = None
         self._cwd = config.workdir
         self.task: Task | None = None
         self._graded = False
@@ -104,13 +103,7 @@ class SWEEnv(TaskImages, gym.Env[str, str]):
         t0 = time.monotonic()
         info = {"task_id": self.task.task_id, "repo": inst["repo"], "base_commit": inst["base_commit"]}
         self._graded, self.last_grade, self._cwd = False, None, self.config.workdir
-        try:
-            self._sandbox = Sandbox(self.image_for(self.task), self.sandbox_config, run_id=self.run_id,
-                                    client=self._docker(), user=self.config.user)
-            self._sandbox.start()
-        except SandboxError as e:
-            self._close_sandbox()
-            info.update(infra_failure=True, infra_reason=str(e))
+        self._start_sandbox(self.task, self.config.user, info)
         info["setup_s"] = time.monotonic() - t0
         return self._instruction(self.task), info
 
@@ -248,19 +241,3 @@ class SWEEnv(TaskImages, gym.Env[str, str]):
 
     def tools_for(self, task: Task) -> None:
         return None  # SWE agents act through text blocks, not tool schemas
-
-    def close(self):
-        self._close_sandbox()
-        super().close()
-
-    # -- helpers ----------------------------------------------------------------------------------
-    def _close_sandbox(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None
-
-    def _infra_failure(self, reason: str):
-        self._close_sandbox()
-        ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
-        info = {"next_state": ns, "infra_failure": True, "infra_reason": reason}
-        return render_next_state(ns, self.config.obs_max_chars), 0.0, True, False, info

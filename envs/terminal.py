@@ -16,9 +16,10 @@ import gymnasium as gym
 from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
-from .base import TaskImages, pick_task
-from .sandbox import Sandbox, SandboxConfig, SandboxError
+from .base import pick_task
+from .sandbox import SandboxConfig, SandboxError
 from .sandbox.images import build_image, ensure_shared_image
+from .sandboxed import SandboxedEpisodes, render_next_state
 from .spaces import FreeText
 from .task_formats import load_suite
 from .terminal_actions import parse_action
@@ -39,19 +40,7 @@ class TerminalEnvConfig(EnvConfig):
     done_token: str
 
 
-def render_next_state(ns: NextState, max_chars: int) -> str:
-    """The next state as the agent reads it."""
-    if ns.kind == "error":
-        return f"[error] {ns.text}"
-    text = ns.text
-    if len(text) > max_chars:
-        half = max_chars // 2
-        text = f"{text[:half]}\n[... {len(text) - max_chars} characters cut ...]\n{text[-half:]}"
-    head = f"[exit code {ns.exit_code}] [cwd {ns.cwd}]" + (" [timed out]" if ns.timed_out else "")
-    return f"{head}\n{text}" if text.strip() else f"{head}\n(no output)"
-
-
-class TerminalEnv(TaskImages, gym.Env[str, str]):
+class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
     metadata = {"render_modes": []}
     seed_shapes_episodes = False
 
@@ -72,7 +61,6 @@ class TerminalEnv(TaskImages, gym.Env[str, str]):
         self.action_space = FreeText()
         self._client = None
         self._images: dict[str, str] = {}
-        self._sandbox: Sandbox | None = None
         self.task: Task | None = None
         self._graded = False
 
@@ -94,13 +82,7 @@ class TerminalEnv(TaskImages, gym.Env[str, str]):
         t0 = time.monotonic()
         user = self.task.data.get("run_as") or self.config.user
         info = {"task_id": self.task.task_id, "user": user}
-        try:
-            self._sandbox = Sandbox(self.image_for(self.task), self.sandbox_config, run_id=self.run_id,
-                                    client=self._docker(), user=user)
-            self._sandbox.start()
-        except SandboxError as e:
-            self._close_sandbox()
-            info.update(infra_failure=True, infra_reason=str(e))
+        self._start_sandbox(self.task, user, info)
         self._graded = False
         info["setup_s"] = time.monotonic() - t0
         obs = f"{self.task.instruction}\n\nYou are user `{user}` in {self.sandbox_config.workdir}."
@@ -179,19 +161,3 @@ class TerminalEnv(TaskImages, gym.Env[str, str]):
 
     def tools_for(self, task: Task) -> None:
         return None  # terminal agents act through text, not tool schemas
-
-    def close(self):
-        self._close_sandbox()
-        super().close()
-
-    # -- helpers ----------------------------------------------------------------------------------
-    def _close_sandbox(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None
-
-    def _infra_failure(self, reason: str):
-        self._close_sandbox()
-        ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
-        info = {"next_state": ns, "infra_failure": True, "infra_reason": reason}
-        return render_next_state(ns, self.config.obs_max_chars), 0.0, True, False, info

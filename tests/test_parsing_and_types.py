@@ -5,7 +5,7 @@ import pytest
 
 from envs.spaces import FreeText
 from envs.task_formats import TaskFormatError, load_suite, load_task_dir
-from envs.terminal import render_next_state
+from envs.sandboxed import render_next_state
 from envs.terminal_actions import parse_action
 from harness.types import NextState, Step, Trajectory
 
