@@ -14,6 +14,7 @@ reply text, in one run; plus multi-turn episode cost and the bundled suite's epi
   (the live execution is the next state), so this ratio is below 1 by construction.
 - Bundled: oracle episodes (reset + every step + grading), steps/s; with Docker, also the python tasks.
 Rounds alternate baseline and env so that machine noise hits both; ratios are medians over rounds.
+The single-turn line is followed by where the time goes on each side (`where_the_time_goes`).
 Ends with one JSON line.
 """
 from __future__ import annotations
@@ -112,6 +113,47 @@ def compare(env, grade, model, work, clear_memo: bool) -> tuple[float, float, fl
     return statistics.median(ratios), min(t_env), min(t_raw)
 
 
+def where_the_time_goes(env, model, work) -> dict:
+    """Each side split in two, for reading the headline: bfcl-eval's decoder and its checker alone
+    (the rest of its time is `_evaluate_single_ast_entry`'s own); the env's judging of a reply
+    (`SingleTurnEpisode.judge`: scan, the same checker, the explanation, the judged result) against
+    bfcl-eval's whole grading (the rest of the env's time is the memo, the info dict, reset and step).
+    Best round of ROUNDS each, so the parts are comparable with each other but not summed to medians."""
+    from bfcl_eval.constants.enums import Language, ReturnFormat
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+    from bfcl_eval.eval_checker.eval_runner import get_handler
+
+    handler = get_handler("Qwen/Qwen3-8B-FC")
+    grade = bfcl_grader()
+
+    def decode(reply):
+        try:
+            return handler.decode_ast(reply, ReturnFormat.PYTHON, False)
+        except Exception:
+            return None
+
+    checks = []
+    for task, reply in work:
+        category = task.data["category"]
+        decoded = decode(reply)
+        if category not in B.NO_CALL_EXPECTED and decoded:
+            checks.append((B.entries(category, False)[task.task_id]["function"], decoded,
+                           B.answers(category)[task.task_id], category))
+    episodes = []
+    for task, reply in work:
+        env.reset(options={"task_id": task.task_id})
+        episodes.append((env._episode, reply))
+
+    def best(fn) -> float:
+        return min(timed(fn) for _ in range(ROUNDS)) / len(work) * 1e6
+
+    judge_us = best(lambda: [ep.judge(r) for ep, r in episodes])
+    whole_us = best(lambda: [grade(t, r, model) for t, r in work])
+    return {"bfcl_decode_us": best(lambda: [decode(r) for _, r in work]),
+            "bfcl_checker_us": best(lambda: [ast_checker(f, d, a, Language.PYTHON, c, model) for f, d, a, c in checks]),
+            "env_judge_us": judge_us, "judge_ratio": whole_us / judge_us}
+
+
 def single_turn() -> dict:
     env = make_env("+".join(f"bfcl_{c}" for c in B.SINGLE_TURN))
     env.prepare()  # bfcl-eval's checker import (~5 s) before the clock
@@ -129,16 +171,22 @@ def single_turn() -> dict:
     if disagree:
         raise SystemExit(f"env and bfcl-eval disagree on {len(disagree)} replies, e.g. {disagree[:3]}")
     ratio, env_s, raw_s = compare(env, grade, model, work, clear_memo=True)
+    parts = where_the_time_goes(env, model, work)
     g_ratio, g_env_s, g_raw_s = compare(env, grade, model, groups, clear_memo=True)
     env.close()
     n_tasks = len({t.task_id for t, _ in work})
     print(f"single-turn, {len(work)} distinct replies to {n_tasks} entries (verdicts agree on all)")
     print(f"  bfcl-eval decode+check {raw_s * 1e6:6.1f} us/reply   env reset+step {env_s * 1e6:6.1f} us/reply   "
           f"ratio {ratio:.2f}x (target >= 1.0)")
+    print(f"  where it goes, us/reply: bfcl-eval decode {parts['bfcl_decode_us']:.1f} + checker "
+          f"{parts['bfcl_checker_us']:.1f} + the rest {raw_s * 1e6 - parts['bfcl_decode_us'] - parts['bfcl_checker_us']:.1f}; "
+          f"env judging (scan, checker, explanation, result) {parts['env_judge_us']:.1f} "
+          f"(bfcl-eval's whole grading takes {parts['judge_ratio']:.2f}x that) + memo, info, reset and step "
+          f"{env_s * 1e6 - parts['env_judge_us']:.1f}")
     print(f"  group of {GROUP} per entry ({len(groups)} replies): bfcl-eval {g_raw_s * 1e6:6.1f} us   "
           f"env {g_env_s * 1e6:6.1f} us   ratio {g_ratio:.2f}x")
     return {"ratio": ratio, "env_us": env_s * 1e6, "bfcl_us": raw_s * 1e6, "group_ratio": g_ratio,
-            "n_replies": len(work)}
+            "n_replies": len(work), **parts}
 
 
 def multi_turn(n: int = 40) -> dict:
@@ -221,6 +269,8 @@ def main() -> None:
         "target": 1.0, "higher_is_better": True,
         "group8_ratio": round(st["group_ratio"], 3), "env_us_per_reply": round(st["env_us"], 1),
         "bfcl_eval_us_per_reply": round(st["bfcl_us"], 1), "replies": st["n_replies"],
+        "env_judging_vs_bfcl_eval": round(st["judge_ratio"], 3), "env_judge_us": round(st["env_judge_us"], 1),
+        "bfcl_decode_us": round(st["bfcl_decode_us"], 1), "bfcl_checker_us": round(st["bfcl_checker_us"], 1),
         "multi_turn_episode_vs_checker_only": round(mt["ratio"], 3),
         "multi_turn_steps_per_s": round(mt["steps_per_s"]),
         "bundled_steps_per_s": round(bu["no_python"]) if "no_python" in bu else None,

@@ -128,11 +128,11 @@ class SingleTurnEpisode:
             key = (self.category, self.entry_id, self.checker_model, reply)
             j = _VERDICTS.get(key)
             if j is None:
-                j = _VERDICTS[key] = self._judge(reply)  # one store: atomic, so parallel workers can share
+                j = _VERDICTS[key] = self.judge(reply)  # one store: atomic, so parallel workers can share
                 if len(_VERDICTS) > _MAX_VERDICTS:
                     _evict()
         else:  # nothing to key on; the scanner reports it
-            j = self._judge(reply)
+            j = self.judge(reply)
         self.judged = j
         obs, next_state, well_formed, valid, error_type, report = j
         outcome = 1.0 if valid else 0.0
@@ -140,7 +140,9 @@ class SingleTurnEpisode:
             "next_state": next_state, "step_label": {"well_formed": well_formed, "matches_reference": valid},
             "bfcl_error_type": error_type, "test_output": report, "outcome": outcome, "success": valid}
 
-    def _judge(self, reply: str) -> Judged:
+    def judge(self, reply: str) -> Judged:
+        """The reply judged afresh (no memo): scan, bfcl-eval's checker, the explanation of a rejected
+        reply, and what the step shows of it."""
         calls, _, error = scan_calls(reply)
         category, entry_id, model = self.category, self.entry_id, self.checker_model
         if error is not None or not calls:
