@@ -39,11 +39,6 @@ class GenerationBatcher:
         self._queue.put(_Request(prompt_ids, sampling, seed, fut, on_token))
         return fut
 
-    def generate_ids(self, prompts: list[list[int]], sampling: SamplingConfig,
-                     seeds: list[int | None] | None = None):
-        futures = [self.submit(p, sampling, s) for p, s in zip(prompts, seeds or [None] * len(prompts))]
-        return [f.result() for f in futures]
-
     def locked(self):
         """Hold this to use the model outside the batcher (scoring, weight updates)."""
         return self._lock

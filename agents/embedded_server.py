@@ -48,7 +48,8 @@ class Engine:
             raise BadRequest(f"bad sampling_params: {e}") from e
 
     def _request(self, body: dict):
-        """(prompts, one prompt given?, sampling, seeds) of a /generate body."""
+        """(prompts, one prompt given?, samplings, seeds) of a /generate body, one sampling and seed
+        per prompt."""
         if "input_ids" in body:
             ids = body["input_ids"]
         elif "text" in body:
@@ -63,22 +64,30 @@ class Engine:
         if not batch or not all(isinstance(x, list) and x and all(isinstance(t, int) for t in x) for x in batch):
             raise BadRequest("input_ids must be a non-empty list of ints (or a list of such lists)")
         sp = body.get("sampling_params") or {}
-        sampling = self._sampling(sp)
+        per_prompt = sp if isinstance(sp, list) else [sp] * len(batch)  # SGLang: one dict, or one per prompt
+        if len(per_prompt) != len(batch) or not all(isinstance(x, dict) for x in per_prompt):
+            raise BadRequest(f"sampling_params: one object, or a list of {len(batch)} (one per prompt)")
+        return batch, single, [self._sampling(x) for x in per_prompt], [self._seed(x) for x in per_prompt]
+
+    @staticmethod
+    def _seed(sp: dict) -> int | None:
         seed = sp.get("sampling_seed", sp.get("seed"))
-        seeds = seed if isinstance(seed, list) else [None if seed is None else int(seed) + i for i in range(len(batch))]
-        return batch, single, sampling, seeds
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise BadRequest(f"sampling_seed must be an integer, got {seed!r}")
+        return seed
 
     def _meta(self, prompt: list[int], out_ids: list[int], finish: str | None) -> dict:
         return {"id": uuid.uuid4().hex, "prompt_tokens": len(prompt), "completion_tokens": len(out_ids),
                 "weight_version": self.weight_version, "finish_reason": finish and {"type": finish}}
 
     def generate(self, body: dict):
-        batch, single, sampling, seeds = self._request(body)
+        batch, single, samplings, seeds = self._request(body)
         want_lp = bool(body.get("return_logprob"))
         start = body.get("logprob_start_len", -1)
         top_k = int(body.get("top_logprobs_num") or 0)
-        outs = (self.batcher.generate_ids(batch, sampling, seeds) if sampling.max_new_tokens > 0
-                else [([], [], "length") for _ in batch])
+        futures = [self.batcher.submit(p, s, seed) if s.max_new_tokens > 0 else None  # 0: scoring only
+                   for p, s, seed in zip(batch, samplings, seeds)]
+        outs = [([], [], "length") if f is None else f.result() for f in futures]
         inputs = None
         if want_lp and (start is not None and start >= 0):
             starts = [start] * len(batch)
@@ -103,10 +112,10 @@ class Engine:
         """`/generate` with `stream: true`, as SGLang streams it: one chunk per sampled token, each with
         the text and ids so far, then a last chunk with the finish reason (and the output logprobs
         when asked). One prompt per request; its arguments are checked before the first chunk."""
-        batch, single, sampling, seeds = self._request(body)
+        batch, single, samplings, seeds = self._request(body)
         if not single:
             raise BadRequest("stream one prompt at a time")
-        return self._stream(batch[0], sampling, seeds[0], bool(body.get("return_logprob")))
+        return self._stream(batch[0], samplings[0], seeds[0], bool(body.get("return_logprob")))
 
     def _stream(self, prompt: list[int], sampling: SamplingConfig, seed: int | None, want_lp: bool):
         tokens: queue.Queue[int] = queue.Queue()

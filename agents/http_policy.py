@@ -89,13 +89,15 @@ class HTTPPolicy:
         return self.generate_from_ids(prompts, sampling=s, seeds=seeds)
 
     @staticmethod
-    def _sampling_params(s: SamplingConfig, seeds: list[int] | None) -> dict:
+    def _sampling_params(s: SamplingConfig, seeds: list[int | None] | None = None) -> dict | list[dict]:
+        """SGLang's `sampling_params`: one object, or with seeds one per prompt (its `sampling_seed`
+        is a single integer)."""
         sp = {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p}
-        if seeds is not None:
-            sp["sampling_seed"] = list(seeds)
         if s.stop:  # SGLang's name too
             sp["stop"] = list(s.stop)
-        return sp
+        if seeds is None:
+            return sp
+        return [sp if seed is None else {**sp, "sampling_seed": int(seed)} for seed in seeds]
 
     @staticmethod
     def _generation(prompt: list[int], o: dict) -> Generation:
@@ -113,8 +115,10 @@ class HTTPPolicy:
     def stream(self, messages, *, tools=None, sampling: SamplingConfig | None = None, seed: int | None = None):
         """One reply as it is sampled: yields (text so far, None) per token, then (text, the Generation)."""
         prompt = self.prompt_ids(messages, tools)
-        body = {"input_ids": prompt, "return_logprob": True, "stream": True,
-                "sampling_params": self._sampling_params(sampling or self.sampling, None if seed is None else [seed])}
+        sp = self._sampling_params(sampling or self.sampling)
+        if seed is not None:
+            sp["sampling_seed"] = int(seed)
+        body = {"input_ids": prompt, "return_logprob": True, "stream": True, "sampling_params": sp}
         try:
             r = self._session.post(self.url + "/generate", json=body, timeout=self.timeout_s, stream=True)
         except requests.RequestException as e:

@@ -64,6 +64,25 @@ def test_token_in_token_out_alignment(served):
     assert out["output_ids"] == []
 
 
+def test_seeds_go_as_sglang_takes_them_one_sampling_params_object_per_prompt(served):
+    """SGLang's `sampling_seed` is one integer; a batch with a seed per prompt sends a list of
+    `sampling_params` objects. The server takes that form, and refuses a list where an integer goes."""
+    from agents.http_policy import HTTPPolicy
+
+    s = SamplingConfig(6, 1.0, 1.0, 2048)
+    wire = HTTPPolicy._sampling_params(s, [5, None])
+    assert [w.get("sampling_seed") for w in wire] == [5, None] and wire[0]["max_new_tokens"] == 6
+    msgs = [{"role": "user", "content": "Say a word."}]
+    a, b, a2 = served.generate([msgs, msgs, msgs], sampling=s, seeds=[11, 12, 11])
+    assert a.token_ids == a2.token_ids  # each prompt sampled with its own seed
+    prompt = served.prompt_ids(msgs)
+    two = _post(served, "/generate", {"input_ids": [prompt, prompt], "sampling_params": [
+        {"max_new_tokens": 2, "temperature": 0}, {"max_new_tokens": 5, "temperature": 0}]}).json()
+    assert [len(o["output_ids"]) for o in two] == [2, 5]
+    for bad, why in (({"sampling_seed": [1, 2]}, "must be an integer"), ([{"max_new_tokens": 2}], "one per prompt")):
+        r = _post(served, "/generate", {"input_ids": [prompt, prompt], "sampling_params": bad})
+        assert r.status_code == 400 and why in r.text
+
 def test_top_logprobs(served):
     ids = served.tokenizer.encode("one two three four", add_special_tokens=False)
     out = _post(served, "/generate", {"input_ids": ids, "return_logprob": True, "logprob_start_len": 1,
