@@ -69,6 +69,12 @@ class _Request:
     include_usage: bool  # stream_options.include_usage
 
 
+def _given(body: dict, key: str, default):
+    """The request's value, or the default where it is absent or null (some clients send nulls)."""
+    value = body.get(key)
+    return default if value is None else value
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes")
 
@@ -92,7 +98,7 @@ class Proxy:
             raise BadRequest(str(e)) from None
         try:
             return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
-                                  float(body.get("temperature", s.temperature)), float(body.get("top_p", s.top_p)),
+                                  float(_given(body, "temperature", s.temperature)), float(_given(body, "top_p", s.top_p)),
                                   s.max_prompt_tokens, stop=stop)
         except (TypeError, ValueError) as e:
             raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None

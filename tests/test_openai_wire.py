@@ -204,8 +204,9 @@ def test_parameters_the_proxy_cannot_honour_are_refused_not_ignored(served):
         with pytest.raises(openai.BadRequestError, match=says):
             client.chat.completions.create(model="scripted", messages=q, **refused)
     client.chat.completions.create(model="scripted", messages=q, presence_penalty=0, tool_choice="auto",
-                                   response_format={"type": "text"}, logprobs=False, user="u1")
-    assert proxy.served == 1
+                                   response_format={"type": "text"}, logprobs=False, user="u1",
+                                   extra_body={"temperature": None, "top_p": None})  # nulls mean defaults
+    assert proxy.served == 1 and proxy.policy.sampling.temperature == proxy.sampling.temperature
 
 
 def test_with_an_api_key_set_only_clients_that_send_it_are_served(served):
