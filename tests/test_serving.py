@@ -224,3 +224,33 @@ def test_a_stream_is_read_whole_in_either_of_sglangs_two_ways_of_streaming(serve
     with pytest.raises(Exception, match="events were lost"):
         for e in lost:
             reply.add(e)
+
+
+def test_the_backend_preflight_passes_on_the_embedded_server_and_names_what_breaks(served):
+    """`python -m harness.backend_check` runs these checks on any server (a real SGLang one on a GPU
+    machine). On the embedded server all pass; a client that reads logprobs wrong, or a server that
+    refuses the batch, fails the checks that depend on it, each saying why."""
+    import copy
+
+    from agents.http_policy import ServerError
+    from harness.backend_check import run_checks
+
+    checks = run_checks(served)
+    assert [(c.name, c.status) for c in checks] == [
+        ("batch generate", "ok"), ("seeded replay", "ok"), ("scoring = rollout logprobs", "ok"),
+        ("top-k logprobs", "ok"), ("streaming", "ok"), ("stop strings", "ok")], checks
+
+    shifted = copy.copy(served)
+    shifted.score_many = lambda pairs, top_k=0: [([lp + 0.5 for lp in lps], tops)
+                                                  for lps, tops in served.score_many(pairs, top_k)]
+    scoring = {c.name: c for c in run_checks(shifted)}["scoring = rollout logprobs"]
+    assert scoring.status == "fail" and "largest gap to the rollout logprobs 0.5" in scoring.seen
+
+    def refuse(*a, **k):
+        raise ServerError("HTTP 400: sampling_seed must be an integer")
+
+    refusing = copy.copy(served)
+    refusing.generate = refuse
+    by_name = {c.name: c for c in run_checks(refusing)}
+    assert by_name["batch generate"].status == "fail" and "sampling_seed" in by_name["batch generate"].seen
+    assert by_name["scoring = rollout logprobs"].seen.startswith("skipped")
