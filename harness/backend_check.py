@@ -4,8 +4,10 @@ hours-long run on a real SGLang server, which this project's CI cannot start (it
 
   python -m harness.backend_check backend=sglang backend.url=http://gpu-host:30000 model=qwen3_4b
 
-With no overrides it starts the embedded server on the default model and checks that. Prints one
-table (check, status, what was seen) and exits 1 if any check fails. A `warn` is a difference the
+With no overrides it starts the embedded server on the default model and checks that.
+`--weights DIR` also pushes the weights in DIR (a model dir the server can read, e.g. the model it
+serves) through `/update_weights_from_disk`, as training does after each update. Prints one table
+(check, status, what was seen) and exits 1 if any check fails. A `warn` is a difference the
 harness survives but the user should know of (a seed that does not replay its reply: SGLang honours
 `sampling_seed` only with `--enable-deterministic-inference`).
 """
@@ -28,7 +30,7 @@ LOGPROB_TOLERANCE = 0.05  # nats: a GPU's bf16 sampling and scoring kernels diff
 @dataclass
 class Check:
     name: str
-    status: str  # ok | warn | fail
+    status: str  # ok | warn | fail | skip
     seen: str
 
 
@@ -129,24 +131,43 @@ def check_stop(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     return "ok", f"stop {stop!r} ended the reply after {len(cut.token_ids)} of {len(whole.token_ids)} tokens"
 
 
+def check_weight_push(policy: HTTPPolicy, state: dict, weights: str) -> tuple[str, str]:
+    """Training pushes each update with `/update_weights_from_disk`. Reloading the served model's own
+    weights must keep its greedy reply; other weights may change it."""
+    whole = _needs(state, "greedy")
+    out = policy.update_weights_from_disk(weights)
+    after = policy.generate([ASK_TOO], sampling=_sampling(policy, 24, 0.0))[0]
+    said = str(out.get("message") or f"loaded {weights}").strip()[:160]
+    if after.token_ids == whole.token_ids:
+        return "ok", f"{said}; the same greedy reply after"
+    return "warn", f"{said}; the greedy reply changed (fine if these are other weights)"
+
+
 CHECKS: list[tuple[str, Callable[[HTTPPolicy, dict], tuple[str, str]]]] = [
     ("batch generate", check_batch), ("seeded replay", check_seed_replay),
     ("scoring = rollout logprobs", check_scoring), ("top-k logprobs", check_top_logprobs),
     ("streaming", check_stream), ("stop strings", check_stop)]
 
 
-def run_checks(policy: HTTPPolicy) -> list[Check]:
+def run_checks(policy: HTTPPolicy, weights: str | None = None) -> list[Check]:
     """Every check in order (each returns its status and what it saw). One that raises fails with
-    what it raised; those needing its reply are skipped as failed."""
+    what it raised; those needing its reply are skipped as failed. `weights`: a model dir the server
+    can read, to check the weight push with (it is loaded into the server)."""
     state: dict = {}
     out = []
-    for name, check in CHECKS:
+    checks = list(CHECKS)
+    if weights:
+        checks.append(("weight push", lambda p, st: check_weight_push(p, st, weights)))
+    for name, check in checks:
         try:
             out.append(Check(name, *check(policy, state)))
         except _Skipped as e:
             out.append(Check(name, "fail", str(e)))
         except Exception as e:  # the server's error, shown as the check's result
             out.append(Check(name, "fail", f"{type(e).__name__}: {str(e)[:300]}"))
+    if not weights:
+        out.append(Check("weight push", "skip", "not checked: give --weights DIR (a model dir the server "
+                                                "can read; it is loaded into the server)"))
     return out
 
 
@@ -158,14 +179,20 @@ def main(argv: list[str]) -> int:
     from .report import console
     from agents.serving import BackendConfig
 
+    weights = None
+    if "--weights" in argv:
+        i = argv.index("--weights")
+        if i + 1 >= len(argv):
+            sys.exit("--weights needs a model dir the server can read")
+        weights, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     cfg = compose(argv)
     backend = typed(cfg.backend, BackendConfig)
     with serve_policy(typed(cfg.model, ModelConfig), backend, cfg.paths.cache_dir) as policy:
-        checks = run_checks(policy)
+        checks = run_checks(policy, weights)
     table = Table(title=f"backend {backend.name} at {policy.url}")
     for column in ("check", "status", "seen"):
         table.add_column(column)
-    colour = {"ok": "green", "warn": "yellow", "fail": "red"}
+    colour = {"ok": "green", "warn": "yellow", "fail": "red", "skip": "dim"}
     for c in checks:
         table.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", c.seen)
     console().print(table)

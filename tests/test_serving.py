@@ -235,10 +235,12 @@ def test_the_backend_preflight_passes_on_the_embedded_server_and_names_what_brea
     from agents.http_policy import ServerError
     from harness.backend_check import run_checks
 
-    checks = run_checks(served)
+    served_from = requests.get(served.url + "/get_model_info", timeout=10).json()["model_path"]
+    checks = run_checks(served, weights=served_from)
     assert [(c.name, c.status) for c in checks] == [
         ("batch generate", "ok"), ("seeded replay", "ok"), ("scoring = rollout logprobs", "ok"),
-        ("top-k logprobs", "ok"), ("streaming", "ok"), ("stop strings", "ok")], checks
+        ("top-k logprobs", "ok"), ("streaming", "ok"), ("stop strings", "ok"), ("weight push", "ok")], checks
+    assert run_checks(served)[-1].status == "skip"
 
     shifted = copy.copy(served)
     shifted.score_many = lambda pairs, top_k=0: [([lp + 0.5 for lp in lps], tops)
