@@ -48,13 +48,11 @@ def _sampling(policy: HTTPPolicy, max_new_tokens: int, temperature: float, stop:
     return SamplingConfig(max_new_tokens, temperature, 1.0, policy.sampling.max_prompt_tokens, stop=stop)
 
 
-def _well_formed(g: Generation, prompt: list[int]) -> str | None:
+def _well_formed(g: Generation) -> str | None:
     if not g.token_ids:
         return "no output_ids"
     if len(g.logprobs) != len(g.token_ids):
         return f"{len(g.logprobs)} logprobs for {len(g.token_ids)} tokens"
-    if g.prompt_token_ids != prompt:
-        return "the prompt ids came back changed"
     if g.finish_reason not in ("stop", "length"):
         return f"finish reason {g.finish_reason!r}"
     return None
@@ -64,7 +62,7 @@ def check_batch(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     """Rollouts and judge votes: a batch of prompts, a seed each, tokens and their logprobs."""
     s = _sampling(policy, 16, 1.0)
     gens = policy.generate([ASK, ASK_TOO], sampling=s, seeds=[1, 2])
-    problems = [p for g, m in zip(gens, (ASK, ASK_TOO)) if (p := _well_formed(g, policy.prompt_ids(m)))]
+    problems = [p for g in gens if (p := _well_formed(g))]
     if problems:
         return "fail", "; ".join(problems)
     state["sampled"] = gens[0]
@@ -108,7 +106,7 @@ def check_stream(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     whole = policy.generate([ASK_TOO], sampling=s)[0]
     events = list(policy.stream(ASK_TOO, sampling=s))
     final = events[-1][1]
-    if _well_formed(whole, policy.prompt_ids(ASK_TOO)) is None:
+    if _well_formed(whole) is None:
         state["greedy"] = whole
     if final is None or final.token_ids != whole.token_ids or final.text != whole.text:
         return "fail", "the streamed reply differs from the whole one"
