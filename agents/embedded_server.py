@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .batcher import GenerationBatcher
 from .chat import render_prompt_ids
-from .transformers_policy import SamplingConfig, TransformersPolicy, stop_strings
+from .transformers_policy import SamplingConfig, TransformersPolicy, seed_of, stop_strings
 
 
 class BadRequest(ValueError):
@@ -71,10 +71,10 @@ class Engine:
 
     @staticmethod
     def _seed(sp: dict) -> int | None:
-        seed = sp.get("sampling_seed", sp.get("seed"))
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise BadRequest(f"sampling_seed must be an integer, got {seed!r}")
-        return seed
+        try:
+            return seed_of(sp.get("sampling_seed", sp.get("seed")), "sampling_seed")
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
 
     def _meta(self, prompt: list[int], out_ids: list[int], finish: str | None) -> dict:
         return {"id": uuid.uuid4().hex, "prompt_tokens": len(prompt), "completion_tokens": len(out_ids),

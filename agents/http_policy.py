@@ -18,6 +18,11 @@ class ServerError(RuntimeError):
     pass
 
 
+def _output_logprobs(meta: dict) -> list[float]:
+    """The sampled tokens' logprobs of a `/generate` output (`[logprob, token_id, text]` each)."""
+    return [float(x[0]) for x in meta.get("output_token_logprobs") or []]
+
+
 class StreamedReply:
     """One reply put together from `/generate`'s stream events, in either of SGLang's two ways of
     streaming: by default each event holds the reply so far (text, ids, logprobs); a server started
@@ -36,7 +41,7 @@ class StreamedReply:
         meta = event["meta_info"]
         ids = list(event["output_ids"])
         so_far = meta.get("completion_tokens")
-        lps = [float(x[0]) for x in meta.get("output_token_logprobs") or []]
+        lps = _output_logprobs(meta)
         if so_far is None or len(ids) >= so_far:  # the whole reply so far
             self.text, self.token_ids = event.get("text") or "", ids
             if lps or meta.get("finish_reason"):
@@ -101,8 +106,7 @@ class HTTPPolicy:
 
     @staticmethod
     def _generation(prompt: list[int], o: dict) -> Generation:
-        lps = o["meta_info"].get("output_token_logprobs") or []
-        return Generation(text=o["text"], token_ids=list(o["output_ids"]), logprobs=[float(x[0]) for x in lps],
+        return Generation(text=o["text"], token_ids=list(o["output_ids"]), logprobs=_output_logprobs(o["meta_info"]),
                           prompt_token_ids=prompt, finish_reason=o["meta_info"]["finish_reason"]["type"])
 
     def generate_from_ids(self, prompts: list[list[int]], *, sampling: SamplingConfig | None = None,

@@ -32,6 +32,13 @@ def stop_strings(value) -> tuple[str, ...]:
     return tuple(stop)
 
 
+def seed_of(value, name: str = "seed") -> int | None:
+    """A request's seed (None: unseeded); ValueError naming the field when it is not an integer."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
 class TransformersPolicy:
     name = "transformers"
 

@@ -113,7 +113,7 @@ def compare(env, grade, model, work, clear_memo: bool) -> tuple[float, float, fl
     return statistics.median(ratios), min(t_env), min(t_raw)
 
 
-def where_the_time_goes(env, model, work) -> dict:
+def where_the_time_goes(env, grade, model, work) -> dict:
     """Each side split in two, for reading the headline: bfcl-eval's decoder and its checker alone
     (the rest of its time is `_evaluate_single_ast_entry`'s own); the env's judging of a reply
     (`SingleTurnEpisode.judge`: scan, the same checker, the explanation, the judged result) against
@@ -124,7 +124,6 @@ def where_the_time_goes(env, model, work) -> dict:
     from bfcl_eval.eval_checker.eval_runner import get_handler
 
     handler = get_handler("Qwen/Qwen3-8B-FC")
-    grade = bfcl_grader()
 
     def decode(reply):
         try:
@@ -171,7 +170,7 @@ def single_turn() -> dict:
     if disagree:
         raise SystemExit(f"env and bfcl-eval disagree on {len(disagree)} replies, e.g. {disagree[:3]}")
     ratio, env_s, raw_s = compare(env, grade, model, work, clear_memo=True)
-    parts = where_the_time_goes(env, model, work)
+    parts = where_the_time_goes(env, grade, model, work)
     g_ratio, g_env_s, g_raw_s = compare(env, grade, model, groups, clear_memo=True)
     env.close()
     n_tasks = len({t.task_id for t, _ in work})

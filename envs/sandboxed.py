@@ -30,7 +30,7 @@ class SandboxedEpisodes(TaskImages):
     _sandbox: Sandbox | None = None
 
     def _start_sandbox(self, task: Task, user: str, info: dict) -> None:
-        self._close_sandbox()
+        """The episode's container (reset has closed the last one)."""
         try:
             self._sandbox = Sandbox(self.image_for(task), self.sandbox_config, run_id=self.run_id,
                                     client=self._docker(), user=user)

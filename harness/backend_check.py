@@ -22,8 +22,8 @@ from agents.transformers_policy import SamplingConfig
 
 from .types import Generation
 
-ASK = [{"role": "user", "content": "Name three colours, one per line."}]
-ASK_TOO = [{"role": "user", "content": "Write a shell command that lists files."}]
+NAME_COLOURS = [{"role": "user", "content": "Name three colours, one per line."}]
+LIST_FILES = [{"role": "user", "content": "Write a shell command that lists files."}]
 LOGPROB_TOLERANCE = 0.05  # nats: a GPU's bf16 sampling and scoring kernels differ a little
 
 
@@ -61,7 +61,7 @@ def _well_formed(g: Generation) -> str | None:
 def check_batch(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     """Rollouts and judge votes: a batch of prompts, a seed each, tokens and their logprobs."""
     s = _sampling(policy, 16, 1.0)
-    gens = policy.generate([ASK, ASK_TOO], sampling=s, seeds=[1, 2])
+    gens = policy.generate([NAME_COLOURS, LIST_FILES], sampling=s, seeds=[1, 2])
     problems = [p for g in gens if (p := _well_formed(g))]
     if problems:
         return "fail", "; ".join(problems)
@@ -71,7 +71,7 @@ def check_batch(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
 
 def check_seed_replay(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     """The proxy's `seed` and repeatable judge votes want a seed to replay its reply."""
-    again = policy.generate([ASK], sampling=_sampling(policy, 16, 1.0), seeds=[1])[0]
+    again = policy.generate([NAME_COLOURS], sampling=_sampling(policy, 16, 1.0), seeds=[1])[0]
     if again.token_ids == _needs(state, "sampled").token_ids:
         return "ok", "the same seed gave the same reply"
     return "warn", "the same seed gave another reply (SGLang: --enable-deterministic-inference)"
@@ -103,8 +103,8 @@ def check_top_logprobs(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
 def check_stream(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     """The proxy streams replies: streamed and whole greedy replies must be the same tokens."""
     s = _sampling(policy, 24, 0.0)
-    whole = policy.generate([ASK_TOO], sampling=s)[0]
-    events = list(policy.stream(ASK_TOO, sampling=s))
+    whole = policy.generate([LIST_FILES], sampling=s)[0]
+    events = list(policy.stream(LIST_FILES, sampling=s))
     final = events[-1][1]
     if _well_formed(whole) is None:
         state["greedy"] = whole
@@ -123,7 +123,7 @@ def check_stop(policy: HTTPPolicy, state: dict) -> tuple[str, str]:
     if len(text) < 12:
         return "warn", f"the greedy reply is too short to cut: {text!r}"
     stop = text[len(text) // 2: len(text) // 2 + 3]
-    cut = policy.generate([ASK_TOO], sampling=_sampling(policy, 24, 0.0, (stop,)))[0]
+    cut = policy.generate([LIST_FILES], sampling=_sampling(policy, 24, 0.0, (stop,)))[0]
     if cut.token_ids != whole.token_ids[:len(cut.token_ids)] or len(cut.token_ids) >= len(whole.token_ids):
         return "fail", f"stop {stop!r}: {len(cut.token_ids)} tokens, not a shorter prefix"
     return "ok", f"stop {stop!r} ended the reply after {len(cut.token_ids)} of {len(whole.token_ids)} tokens"
@@ -134,7 +134,7 @@ def check_weight_push(policy: HTTPPolicy, state: dict, weights: str) -> tuple[st
     weights must keep its greedy reply; other weights may change it."""
     whole = _needs(state, "greedy")
     out = policy.update_weights_from_disk(weights)
-    after = policy.generate([ASK_TOO], sampling=_sampling(policy, 24, 0.0))[0]
+    after = policy.generate([LIST_FILES], sampling=_sampling(policy, 24, 0.0))[0]
     said = str(out.get("message") or f"loaded {weights}").strip()[:160]
     if after.token_ids == whole.token_ids:
         return "ok", f"{said}; the same greedy reply after"
@@ -172,10 +172,11 @@ def run_checks(policy: HTTPPolicy, weights: str | None = None) -> list[Check]:
 def main(argv: list[str]) -> int:
     from rich.table import Table
 
+    from agents.serving import BackendConfig
+
     from .config import ModelConfig, compose, typed
     from .policy_factory import serve_policy
     from .report import console
-    from agents.serving import BackendConfig
 
     weights = None
     if "--weights" in argv:

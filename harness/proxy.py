@@ -32,7 +32,7 @@ from typing import Iterator
 
 from omegaconf import DictConfig
 
-from agents.transformers_policy import SamplingConfig, stop_strings
+from agents.transformers_policy import SamplingConfig, seed_of, stop_strings
 
 from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
@@ -105,10 +105,10 @@ class Proxy:
 
     @staticmethod
     def _seed(body: dict) -> int | None:
-        seed = body.get("seed")
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-            raise BadRequest("seed must be an integer")
-        return seed
+        try:
+            return seed_of(body.get("seed"))
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
 
     def chat(self, body, headers) -> tuple[int, dict | Iterator[bytes], dict]:
         """(HTTP status, JSON body or server-sent events, extra headers) for one chat-completions request."""
