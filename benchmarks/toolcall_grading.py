@@ -5,7 +5,9 @@ reply text, in one run; plus multi-turn episode cost and the bundled suite's epi
   reference reply and four perturbed replies (wrong value, missing argument, extra call, wrong
   function). Baseline: bfcl-eval's `_evaluate_single_ast_entry` / `_evaluate_single_relevance_entry`
   with its Qwen FC decoder (decode the `<tool_call>` text, then `ast_checker`). Env: `reset` + `step`
-  (parse, schema check, the same `ast_checker`, next state, labels, outcome). Both must agree on
+  (parse, schema check, bfcl-eval's `ast_checker` code in the env's own instance of its module, which
+  converts names and standardizes the ground truth's strings once per entry instead of on every
+  check; next state, labels, outcome). Both must agree on
   every verdict. "distinct": every reply is new to the env (its verdict memo cleared each round);
   "group of 8": each entry answered by 8 samples drawn from its 5 variants, as a GRPO group would
   (repeats are graded once by the env, every time by the baseline).
@@ -117,11 +119,14 @@ def where_the_time_goes(env, grade, model, work) -> dict:
     """Each side split in two, for reading the headline: bfcl-eval's decoder and its checker alone
     (the rest of its time is `_evaluate_single_ast_entry`'s own); the env's judging of a reply
     (`SingleTurnEpisode.judge`: scan, the same checker, the explanation, the judged result) against
-    bfcl-eval's whole grading (the rest of the env's time is the memo, the info dict, reset and step).
+    bfcl-eval's whole grading (the rest of the env's time is the memo, the info dict, reset and step);
+    and the env's instance of the checker (`toolcall_bfcl_check`) on the same decoded calls.
     Best round of ROUNDS each, so the parts are comparable with each other but not summed to medians."""
     from bfcl_eval.constants.enums import Language, ReturnFormat
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
     from bfcl_eval.eval_checker.eval_runner import get_handler
+
+    from envs.toolcall_bfcl_check import checked, entry_inputs
 
     handler = get_handler("Qwen/Qwen3-8B-FC")
 
@@ -131,13 +136,15 @@ def where_the_time_goes(env, grade, model, work) -> dict:
         except Exception:
             return None
 
-    checks = []
+    checks, env_checks = [], []
     for task, reply in work:
         category = task.data["category"]
         decoded = decode(reply)
         if category not in B.NO_CALL_EXPECTED and decoded:
             checks.append((B.entries(category, False)[task.task_id]["function"], decoded,
                            B.answers(category)[task.task_id], category))
+            env_checks.append((entry_inputs(category, task.task_id, model),
+                               [(n, a) for call in decoded for n, a in call.items()], category))
     episodes = []
     for task, reply in work:
         env.reset(options={"task_id": task.task_id})
@@ -150,6 +157,7 @@ def where_the_time_goes(env, grade, model, work) -> dict:
     whole_us = best(lambda: [grade(t, r, model) for t, r in work])
     return {"bfcl_decode_us": best(lambda: [decode(r) for _, r in work]),
             "bfcl_checker_us": best(lambda: [ast_checker(f, d, a, Language.PYTHON, c, model) for f, d, a, c in checks]),
+            "env_checker_us": best(lambda: [checked(e, p, c, model) for e, p, c in env_checks]),
             "env_judge_us": judge_us, "judge_ratio": whole_us / judge_us}
 
 
@@ -178,7 +186,8 @@ def single_turn() -> dict:
     print(f"  bfcl-eval decode+check {raw_s * 1e6:6.1f} us/reply   env reset+step {env_s * 1e6:6.1f} us/reply   "
           f"ratio {ratio:.2f}x (target >= 1.0)")
     print(f"  where it goes, us/reply: bfcl-eval decode {parts['bfcl_decode_us']:.1f} + checker "
-          f"{parts['bfcl_checker_us']:.1f} + the rest {raw_s * 1e6 - parts['bfcl_decode_us'] - parts['bfcl_checker_us']:.1f}; "
+          f"{parts['bfcl_checker_us']:.1f} (the env's instance of it: {parts['env_checker_us']:.1f}) + the rest "
+          f"{raw_s * 1e6 - parts['bfcl_decode_us'] - parts['bfcl_checker_us']:.1f}; "
           f"env judging (scan, checker, explanation, result) {parts['env_judge_us']:.1f} "
           f"(bfcl-eval's whole grading takes {parts['judge_ratio']:.2f}x that) + memo, info, reset and step "
           f"{env_s * 1e6 - parts['env_judge_us']:.1f}")
@@ -270,6 +279,7 @@ def main() -> None:
         "bfcl_eval_us_per_reply": round(st["bfcl_us"], 1), "replies": st["n_replies"],
         "env_judging_vs_bfcl_eval": round(st["judge_ratio"], 3), "env_judge_us": round(st["env_judge_us"], 1),
         "bfcl_decode_us": round(st["bfcl_decode_us"], 1), "bfcl_checker_us": round(st["bfcl_checker_us"], 1),
+        "env_checker_us": round(st["env_checker_us"], 1),
         "multi_turn_episode_vs_checker_only": round(mt["ratio"], 3),
         "multi_turn_steps_per_s": round(mt["steps_per_s"]),
         "bundled_steps_per_s": round(bu["no_python"]) if "no_python" in bu else None,

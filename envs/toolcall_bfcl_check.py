@@ -1,17 +1,29 @@
-"""bfcl-eval's `ast_checker` on single-turn answers, with each entry's inputs prepared once.
+"""bfcl-eval's `ast_checker` on single-turn answers, with what it redoes on every check done once.
 
-`entry_inputs` looks up an entry's docs, ground truth and tool specs at its first answer, and converts
-dotted function names the way the checker would on every call (for checker models that want them
-with underscores), so the checker itself decides every verdict but has no conversion left to do.
+On every check, bfcl-eval's checker converts each documented function name for the checker model
+(`convert_func_name`, a regex substitution) and standardizes every ground-truth string it compares
+with (`standardize_string`, another). Both read only an entry's docs and ground truth, so they give
+the same result on every check of the entry. The env therefore runs its own instance of bfcl-eval's
+checker module (loaded from bfcl-eval's file, so the checker's code is bfcl-eval's, line for line;
+bfcl-eval's own module, which anyone else in the process may call, is left as it is) in which:
+- `convert_func_name` is memoized: its arguments are a documented name and the model;
+- `standardize_string` looks the ground truth's strings up in a table filled once per entry (at its
+  first answer, by `entry_inputs`), and standardizes anything else (the model's strings) as before.
+The checker decides every verdict and writes every message; tests/test_toolcall_bfcl.py compares
+them with bfcl-eval's own module on every category's perturbed answers.
 """
 from __future__ import annotations
 
 import functools
-import re
-from typing import NamedTuple
+import importlib.util
+from types import ModuleType
+from typing import Any, NamedTuple
 
 from .toolcall_bfcl import NO_CALL_EXPECTED, answers, ast_checker, entries, specs
 from .toolcall_validate import ToolSpec
+
+# ground-truth string -> bfcl-eval's standardized form; filled per entry, read by the checker's instance
+_STANDARDIZED: dict[str, str] = {}
 
 
 class EntryInputs(NamedTuple):
@@ -24,41 +36,58 @@ class EntryInputs(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def entry_inputs(category: str, entry_id: str, model: str) -> EntryInputs:
-    """Looked up once per entry and checker model (the lookups and the conversion are per entry)."""
+    """Looked up once per entry and checker model; the ground truth's strings are standardized here."""
     spec, aliases = specs(category, entry_id)
     functions = entries(category, False)[entry_id]["function"]
     if category in NO_CALL_EXPECTED:
         return EntryInputs(functions, None, spec, aliases)
     answer = answers(category)[entry_id]
-    if _renames_dots(model):
-        functions, answer = _dotless(functions, answer)
+    standardize = _checker_module().standardize_string.__wrapped__
+    for text in _strings(answer):
+        if text not in _STANDARDIZED:
+            _STANDARDIZED[text] = standardize(text)
     return EntryInputs(functions, answer, spec, aliases)
 
 
-@functools.lru_cache(maxsize=None)
-def _renames_dots(model: str) -> bool:
-    """Whether bfcl-eval's checker reads a dotted function name with underscores for this model (its
-    `convert_func_name`, a regex substitution per function per check)."""
-    ast_checker()  # the import, with bfcl-eval's home set
-    from bfcl_eval.constants.model_config import MODEL_CONFIG_MAPPING
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
 
-    config = MODEL_CONFIG_MAPPING.get(model.replace("_", "/"))
-    return bool(config is not None and config.underscore_to_dot)
+
+@functools.lru_cache(maxsize=1)
+def _checker_module() -> ModuleType:
+    """This env's instance of bfcl-eval's `ast_checker` module (see the module docstring)."""
+    ast_checker()  # bfcl-eval imported, with its home set
+    from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
+
+    spec = importlib.util.spec_from_file_location(f"{__name__}._bfcl_ast_checker", stock.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.convert_func_name = functools.lru_cache(maxsize=None)(module.convert_func_name)
+    module.standardize_string = _looked_up(module.standardize_string)
+    return module
 
 
-def _dotless(functions: list[dict], answer: list) -> tuple[list[dict], list]:
-    """The docs and the ground truth with their names converted once, as the checker converts them on
-    every call, so that its conversion has nothing left to do: the same names are compared and the
-    same messages written. Only where the renaming is one-to-one, so every lookup by name finds the
-    same function; otherwise the originals."""
-    if not all(isinstance(a, dict) for a in answer):
-        return functions, answer
-    names = {f["name"] for f in functions} | {name for a in answer for name in a}
-    renamed = {name: re.sub(r"\.", "_", name) for name in names}
-    if not any("." in name for name in names) or len(set(renamed.values())) != len(names):
-        return functions, answer
-    return ([{**f, "name": renamed[f["name"]]} for f in functions],
-            [{renamed[name]: value for name, value in a.items()} for a in answer])
+@functools.lru_cache(maxsize=1)
+def _checker():
+    """The instance's `ast_checker` and bfcl-eval's Language.PYTHON, for the hot path."""
+    return _checker_module().ast_checker, ast_checker()[1]
+
+
+def _looked_up(standardize):
+    table = _STANDARDIZED
+
+    @functools.wraps(standardize)
+    def standardize_string(text):
+        done = table.get(text)
+        return standardize(text) if done is None else done
+    return standardize_string
 
 
 def check_single(category: str, entry_id: str, calls: list[tuple[str, dict]] | None, model: str) -> dict:
@@ -75,7 +104,7 @@ def check_single(category: str, entry_id: str, calls: list[tuple[str, dict]] | N
 
 def checked(entry: EntryInputs, calls: list[tuple[str, dict]], category: str, model: str) -> dict:
     """`check_single` for an AST category, on the entry's prepared inputs (the hot path)."""
-    checker, python = ast_checker()
+    checker, python = _checker()
     try:
         return checker(entry.functions, [{name: args} for name, args in calls], entry.answer, python, category,
                        model)

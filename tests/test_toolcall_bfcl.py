@@ -197,28 +197,46 @@ def test_a_kept_episode_forgets_its_answer_at_reset(env):
                                     "outcome": 0.0, "success": False})
 
 
-def test_dotted_names_converted_once_give_the_checkers_own_verdicts(env, config):
-    """Entries whose docs are converted up front get the checker's verdict on the original docs."""
-    from envs.toolcall_bfcl import answers, ast_checker, entries
-    from envs.toolcall_bfcl_check import checked, entry_inputs
+def _restyled(calls):
+    """The reference with its first string argument spelt differently (case, spaces, punctuation),
+    which bfcl-eval's checker standardizes away on both sides: still right."""
+    for i, call in enumerate(calls):
+        for arg, value in call.arguments.items():
+            if isinstance(value, str) and value:
+                restyled = f" {value.upper()}-_."
+                return [*calls[:i], ToolCall(call.name, {**call.arguments, arg: restyled}), *calls[i + 1:]]
+    return None
 
-    checker, python = ast_checker()
-    model, seen = config.bfcl_checker_model, 0
+
+def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(env, config):
+    """The env runs its own instance of bfcl-eval's checker module, whose name conversion and ground
+    truth standardization are done once per entry: every verdict, error type and message is still
+    what bfcl-eval's own module says, and bfcl-eval's module is left as it is."""
+    from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
+
+    from envs.toolcall_bfcl import answers, ast_checker, entries
+    from envs.toolcall_bfcl_check import _STANDARDIZED, _checker_module, checked, entry_inputs
+
+    _, python = ast_checker()
+    model, seen, restyled_valid = config.bfcl_checker_model, 0, 0
     for category in SINGLE:
-        dotted = [t for t in env.tasks if t.data["category"] == category
-                  and any("." in f["name"] for f in entries(category, False)[t.task_id]["function"])]
-        for task in dotted[:: max(1, len(dotted) // 6)][:6]:
+        for task in sample(env, category):
             prepared = entry_inputs(category, task.task_id, model)
-            assert prepared.functions is not entries(category, False)[task.task_id]["function"]
-            for _, calls in [("reference", B.reference_calls(category, task.task_id)), *perturbations(task)]:
+            reference = B.reference_calls(category, task.task_id)
+            cases = [reference, *(calls for _, calls in perturbations(task))]
+            restyled = _restyled(reference)
+            for calls in cases + ([restyled] if restyled else []):
                 pairs = [(c.name, c.arguments) for c in calls]
                 got = checked(prepared, pairs, category, model)
-                want = checker(entries(category, False)[task.task_id]["function"], [{n: a} for n, a in pairs],
-                               answers(category)[task.task_id], python, category, model)
-                assert (got["valid"], got.get("error_type"), S._first_error(got)) == \
-                       (want["valid"], want.get("error_type"), S._first_error(want)), (task.task_id, calls)
+                want = stock.ast_checker(entries(category, False)[task.task_id]["function"],
+                                         [{n: a} for n, a in pairs], answers(category)[task.task_id], python,
+                                         category, model)
+                assert got == want, (task.task_id, calls)
                 seen += 1
-    assert seen > 50
+                restyled_valid += calls is restyled and got["valid"]
+    assert seen > 500 and restyled_valid > 50  # restyled strings exercise standardization on both sides
+    assert _checker_module() is not stock and stock.standardize_string.__module__ == stock.__name__
+    assert not hasattr(stock.convert_func_name, "cache_info") and len(_STANDARDIZED) > 100
 
 
 def test_the_verdict_memo_is_bounded(env, monkeypatch):
