@@ -8,7 +8,8 @@ checker module (loaded from bfcl-eval's file, so the checker's code is bfcl-eval
 bfcl-eval's own module, which anyone else in the process may call, is left as it is) in which:
 - `convert_func_name` is memoized: its arguments are a documented name and the model;
 - `standardize_string` looks the ground truth's strings up in a table filled once per entry (at its
-  first answer, by `entry_inputs`), and standardizes anything else (the model's strings) as before.
+  first answer, by `entry_inputs`; ~3,000 strings for all of BFCL's single-turn entries), and
+  standardizes anything else (the model's strings) as before.
 The checker decides every verdict and writes every message; tests/test_toolcall_bfcl.py compares
 them with bfcl-eval's own module on every category's perturbed answers.
 """
