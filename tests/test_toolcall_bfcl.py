@@ -220,7 +220,9 @@ def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(en
     _, python = ast_checker()
     model, seen, restyled_valid = config.bfcl_checker_model, 0, 0
     for category in SINGLE:
-        for task in sample(env, category):
+        dotted = [t for t in env.tasks if t.data["category"] == category  # names the checker converts
+                  and any("." in f["name"] for f in entries(category, False)[t.task_id]["function"])]
+        for task in sample(env, category) + dotted[:: max(1, len(dotted) // 6)][:6]:
             prepared = entry_inputs(category, task.task_id, model)
             reference = B.reference_calls(category, task.task_id)
             cases = [reference, *(calls for _, calls in perturbations(task))]
@@ -234,7 +236,7 @@ def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(en
                 assert got == want, (task.task_id, calls)
                 seen += 1
                 restyled_valid += calls is restyled and got["valid"]
-    assert seen > 500 and restyled_valid > 50  # restyled strings exercise standardization on both sides
+    assert seen > 700 and restyled_valid > 80  # restyled strings exercise standardization on both sides
     assert _checker_module() is not stock and stock.standardize_string.__module__ == stock.__name__
     assert not hasattr(stock.convert_func_name, "cache_info") and len(_STANDARDIZED) > 100
 
