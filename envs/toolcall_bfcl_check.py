@@ -51,6 +51,7 @@ def entry_inputs(category: str, entry_id: str, model: str) -> EntryInputs:
 
 
 def _strings(value: Any):
+    """Every string in a ground truth (its values nest lists and dicts)."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, (list, tuple)):
@@ -82,6 +83,7 @@ def _checker():
 
 
 def _looked_up(standardize):
+    """`standardize` answering the ground truth's strings from the table."""
     table = _STANDARDIZED
 
     @functools.wraps(standardize)
