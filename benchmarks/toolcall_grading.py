@@ -38,7 +38,7 @@ from envs.toolcall_parse import ToolCall, render_calls  # noqa: E402
 from harness.config import compose, typed  # noqa: E402
 
 PER_CATEGORY = 60
-ROUNDS = 15  # one round's ratio moved by +-8% on this machine, the median of 15 rounds by +-2%
+ROUNDS = 15  # one round's ratio moved by +-8% on this machine, the median of 15 rounds by about +-2%
 GROUP = 8
 
 
@@ -120,7 +120,7 @@ def compare(env, grade, model, work, clear_memo: bool) -> tuple[float, float, fl
 def where_the_time_goes(env, grade, model, work) -> dict:
     """Each side split in two, for reading the headline: bfcl-eval's decoder and its checker alone
     (the rest of its time is `_evaluate_single_ast_entry`'s own); the env's judging of a reply
-    (`SingleTurnEpisode.judge`: scan, the same checker, the explanation, the judged result) against
+    (`SingleTurnEpisode.judge`: scan, the checker, the explanation, the judged result) against
     bfcl-eval's whole grading (the rest of the env's time is the memo, the info dict, reset and step);
     and the env's instance of the checker (`toolcall_bfcl_check`) on the same decoded calls.
     Best round of ROUNDS each, so the parts are comparable with each other but not summed to medians."""
