@@ -2,9 +2,9 @@
 and `typed(node, Cls)` validates a config node into one (a wrong key or type fails loudly)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,17 +45,38 @@ class PathsConfig:
     cache_dir: str
 
 
+SPLITS = ("train", "test", "all")
+
+
 @dataclass
 class RunConfig:
-    """The top-level public CLI keys."""
+    """The top-level public keys every mode reads (conf/config.yaml)."""
 
-    mode: str
     split: str
     limit: int | None
     seed: int
-    agent: str
+    parallel: int
     progress: bool
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def run_config(cfg: DictConfig) -> RunConfig:
+    """The top-level keys, typed and checked, so that a bad value stops the run before anything starts
+    (a `limit=-1` once ran every task but the last, without a word). Exits with the key and the fix."""
+    from omegaconf.errors import ValidationError
+
+    given = {name: cfg.get(name) for name in RunConfig.__dataclass_fields__}
+    try:
+        run = typed(given, RunConfig)
+    except ValidationError as e:
+        key = str(e.full_key)
+        raise SystemExit(f"{key}={given.get(key)!r}: {str(e).splitlines()[0]}") from None
+    if run.split not in SPLITS:
+        raise SystemExit(f"split={run.split!r}: choose one of {', '.join(SPLITS)}")
+    if run.limit is not None and run.limit < 1:
+        raise SystemExit(f"limit={run.limit}: give the largest number of tasks to run (1 or more), or null for all")
+    if run.parallel < 1:
+        raise SystemExit(f"parallel={run.parallel}: give the number of episodes at a time (1 or more)")
+    return run
 
 
 def env_config(node: DictConfig) -> EnvConfig:

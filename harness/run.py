@@ -19,7 +19,7 @@ from envs.limits import EpisodeLimits
 from envs.sandbox import SandboxConfig, docker_client, reap_orphans, wait_for_background_removals
 
 from .atomic import write_text_atomic
-from .config import REPO_ROOT, ModelConfig, env_config, typed
+from .config import REPO_ROOT, ModelConfig, env_config, run_config, typed
 from .curriculum import without_tags
 from .evaluate import EnvPool, evaluate
 from .policy_factory import SCRIPTED, agent_factory, serve_policy
@@ -78,6 +78,7 @@ def recorded_config(cfg: DictConfig) -> dict:
 
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
+    run_config(cfg)
     run_dir = Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
     if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model":
         raise SystemExit(f"unknown agent {cfg.agent.name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")

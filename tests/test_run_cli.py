@@ -43,6 +43,19 @@ def test_unknown_agent_is_a_clear_error(tmp_path):
     assert p.returncode != 0 and "agent" in p.stderr and "nobody" in p.stderr
 
 
+@pytest.mark.parametrize("key, value, says", [
+    ("limit", "-1", "limit=-1"),  # once ran every task but the last, without a word
+    ("limit", "0", "limit=0"),
+    ("split", "dev", "train, test, all"),
+    ("seed", "abc", "seed='abc'"),
+    ("parallel", "0", "parallel=0"),
+])
+def test_a_bad_run_key_stops_the_run_before_it_starts(tmp_path, key, value, says):
+    p = _run(tmp_path, "env=toolcall", "agent=oracle", f"{key}={value}")
+    assert p.returncode != 0 and says in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and not (tmp_path / "leaderboard.csv").exists()
+
+
 def test_kill_9_then_resume(tmp_path, docker):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "harness.run", "progress=false", "agent=oracle",
