@@ -61,7 +61,7 @@ class RunConfig:
 
 def run_config(cfg: DictConfig) -> RunConfig:
     """The top-level keys, typed and checked, so that a bad value stops the run before anything starts
-    (a `limit=-1` once ran every task but the last, without a word). Exits with the key and the fix."""
+    (a `limit=-1` once ran every task but the last, without a word). Exits naming the key."""
     from omegaconf.errors import ValidationError
 
     given = {name: cfg.get(name) for name in RunConfig.__dataclass_fields__}
@@ -72,11 +72,20 @@ def run_config(cfg: DictConfig) -> RunConfig:
         raise SystemExit(f"{key}={given.get(key)!r}: {str(e).splitlines()[0]}") from None
     if run.split not in SPLITS:
         raise SystemExit(f"split={run.split!r}: choose one of {', '.join(SPLITS)}")
-    if run.limit is not None and run.limit < 1:
-        raise SystemExit(f"limit={run.limit}: give the largest number of tasks to run (1 or more), or null for all")
-    if run.parallel < 1:
-        raise SystemExit(f"parallel={run.parallel}: give the number of episodes at a time (1 or more)")
+    check_ranges("", run, at_least={"limit": 1, "parallel": 1})  # limit: null for all
     return run
+
+
+def check_ranges(section: str, config: object, *, at_least: dict[str, float] | None = None,
+                 above: dict[str, float] | None = None) -> None:
+    """Stop at the first value out of its range, as `section.key=value: must be ...`, so that a bad
+    number is found when the run starts, not minutes later (or never: a negative limit slices quietly).
+    A value of None means unset and passes."""
+    for rules, word, ok in ((at_least or {}, "at least", float.__ge__), (above or {}, "above", float.__gt__)):
+        for key, bound in rules.items():
+            value = getattr(config, key)
+            if value is not None and not ok(float(value), float(bound)):
+                raise SystemExit(f"{section + '.' if section else ''}{key}={value}: must be {word} {bound:g}")
 
 
 def env_config(node: DictConfig) -> EnvConfig:

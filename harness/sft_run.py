@@ -18,7 +18,7 @@ from envs.sandbox import wait_for_background_removals
 from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
 
 from .atomic import append_jsonl, write_json_atomic
-from .config import ModelConfig, typed
+from .config import ModelConfig, check_ranges, typed
 from .cpu_time import cpu_seconds
 from .curriculum import without_tags
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
@@ -46,6 +46,8 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
 
     t0, cpu0 = time.monotonic(), cpu_seconds()
     sc = typed(cfg.mode, SFTConfig)
+    check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1},
+                 above={"lr": 0, "grad_clip": 0})
     model_cfg = typed(cfg.model, ModelConfig)
     make_env, env_cfg = env_maker(cfg, run_dir.name, split=None)
     init_path = Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))

@@ -34,7 +34,7 @@ from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update
 
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
-from .config import ModelConfig, typed
+from .config import ModelConfig, check_ranges, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint, teacher_messages
 from .cpu_time import cpu_seconds
@@ -79,6 +79,22 @@ class TrainConfig:
     def update_config(self) -> UpdateConfig:
         return UpdateConfig(self.lr, self.weight_decay, self.grad_clip, self.epochs, self.minibatch_size,
                             self.eps_low, self.eps_high, self.kl_coef, self.rollout_temperature)
+
+
+def check_training_ranges(tc: TrainConfig, judge: JudgeConfig, hints: HintConfig) -> None:
+    """Numbers that would train nothing, or break the update (a zero temperature divides the logits),
+    stop the run before its servers and its first evaluation start."""
+    check_ranges("mode", tc, at_least={"iterations": 0, "tasks_per_iter": 1, "group_size": 1, "eval_limit": 1,
+                                       "eval_every": 0, "epochs": 1, "minibatch_size": 1, "lora_r": 1,
+                                       "weight_decay": 0, "eps_low": 0, "eps_high": 0, "kl_coef": 0,
+                                       "max_steps_start": 1, "threads": 1},
+                 above={"rollout_temperature": 0, "lr": 0, "grad_clip": 0})
+    if hasattr(tc, "batch_samples"):  # mode=async and mode=proxy
+        check_ranges("mode", tc, at_least={"batch_samples": 1, "max_staleness": 0, "judge_workers": 1})
+    if judge.name == "model":  # the oracle judge reads labels: no votes to sample
+        check_ranges("judge", judge, at_least={"m": 1, "max_new_tokens": 1, "temperature": 0})
+    if hints.name == "model":
+        check_ranges("hints", hints, at_least={"m": 1, "max_new_tokens": 1, "temperature": 0, "min_chars": 0})
 
 
 def load_trainable(path: Path, tc: TrainConfig, dtype: str):
@@ -238,6 +254,7 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     roll_sampling = SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
     if hints_cfg.name not in HINTERS:
         raise SystemExit(f"hints={hints_cfg.name} is unknown ({' | '.join(HINTERS)})")
+    check_training_ranges(tc, judge_cfg, hints_cfg)
     if not with_env and ((signal.use_prm and judge_cfg.name == "oracle") or (signal.use_opd and hints_cfg.name == "oracle")):
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
     needs_frozen = ((signal.use_prm and judge_cfg.name != "oracle") or (signal.use_opd and hints_cfg.name == "model")

@@ -43,17 +43,23 @@ def test_unknown_agent_is_a_clear_error(tmp_path):
     assert p.returncode != 0 and "agent" in p.stderr and "nobody" in p.stderr
 
 
-@pytest.mark.parametrize("key, value, says", [
-    ("limit", "-1", "limit=-1"),  # once ran every task but the last, without a word
-    ("limit", "0", "limit=0"),
-    ("split", "dev", "train, test, all"),
-    ("seed", "abc", "seed='abc'"),
-    ("parallel", "0", "parallel=0"),
+@pytest.mark.parametrize("overrides, says", [
+    (["limit=-1"], "limit=-1: must be at least 1"),  # once ran every task but the last, without a word
+    (["limit=0"], "limit=0: must be at least 1"),
+    (["split=dev"], "split='dev': choose one of train, test, all"),
+    (["seed=abc"], "seed='abc'"),
+    (["parallel=0"], "parallel=0: must be at least 1"),
+    (["mode=train", "mode.group_size=0"], "mode.group_size=0: must be at least 1"),
+    (["mode=train", "mode.rollout_temperature=0"], "mode.rollout_temperature=0.0: must be above 0"),
+    (["mode=train", "judge.m=0"], "judge.m=0: must be at least 1"),
+    (["mode=async", "mode.batch_samples=0"], "mode.batch_samples=0: must be at least 1"),
+    (["mode=sft", "mode.eval_limit=-1"], "mode.eval_limit=-1: must be at least 1"),
 ])
-def test_a_bad_run_key_stops_the_run_before_it_starts(tmp_path, key, value, says):
-    p = _run(tmp_path, "env=toolcall", "agent=oracle", f"{key}={value}")
+def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says):
+    p = _run(tmp_path, "env=toolcall", "agent=oracle", *overrides)
     assert p.returncode != 0 and says in p.stderr, p.stderr[-2000:]
-    assert "Traceback" not in p.stderr and not (tmp_path / "leaderboard.csv").exists()
+    assert "Traceback" not in p.stderr and "Loading weights" not in p.stdout + p.stderr  # no model, no tasks run
+    assert not (tmp_path / "leaderboard.csv").exists()
 
 
 def test_kill_9_then_resume(tmp_path, docker):
