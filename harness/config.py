@@ -94,7 +94,11 @@ def env_config(node: DictConfig) -> EnvConfig:
 
     if node.name not in ENVS:
         raise ValueError(f"unknown env {node.name!r}; choose one of {sorted(ENVS)}")
-    return typed(node, ENVS[node.name].config_class())
+    config = typed(node, ENVS[node.name].config_class())
+    check_ranges("env", config, at_least={"max_steps": 1}, above={"max_seconds": 0})  # else: rows of zeros
+    if hasattr(config, "obs_max_chars"):
+        check_ranges("env", config, at_least={"obs_max_chars": 1})
+    return config
 
 
 def typed(node: DictConfig | dict, cls: type[T]) -> T:
