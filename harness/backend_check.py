@@ -174,7 +174,7 @@ def main(argv: list[str]) -> int:
 
     from agents.serving import BackendConfig
 
-    from .config import ModelConfig, compose, typed
+    from .config import compose, model_config, typed
     from .policy_factory import serve_policy
     from .report import console
 
@@ -186,7 +186,7 @@ def main(argv: list[str]) -> int:
         weights, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     cfg = compose(argv)
     backend = typed(cfg.backend, BackendConfig)
-    with serve_policy(typed(cfg.model, ModelConfig), backend, cfg.paths.cache_dir) as policy:
+    with serve_policy(model_config(cfg.model), backend, cfg.paths.cache_dir) as policy:
         checks = run_checks(policy, weights)
     table = Table(title=f"backend {backend.name} at {policy.url}")
     for column in ("check", "status", "seen"):

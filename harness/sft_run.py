@@ -18,7 +18,7 @@ from envs.sandbox import wait_for_background_removals
 from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
 
 from .atomic import append_jsonl, write_json_atomic
-from .config import ModelConfig, check_ranges, typed
+from .config import check_ranges, model_config, typed
 from .cpu_time import cpu_seconds
 from .curriculum import without_tags
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
@@ -48,7 +48,7 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
     sc = typed(cfg.mode, SFTConfig)
     check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1},
                  above={"lr": 0, "grad_clip": 0})
-    model_cfg = typed(cfg.model, ModelConfig)
+    model_cfg = model_config(cfg.model)
     make_env, env_cfg = env_maker(cfg, run_dir.name, split=None)
     init_path = Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
     eval_sampling = SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens)

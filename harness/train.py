@@ -34,7 +34,7 @@ from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update
 
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
-from .config import ModelConfig, check_ranges, typed
+from .config import ModelConfig, check_ranges, model_config, typed
 from .evaluate import EnvPool, git_commit, run_episodes, summarize
 from .judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint, teacher_messages
 from .cpu_time import cpu_seconds
@@ -246,7 +246,7 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     t_start, cpu_start = time.monotonic(), cpu_seconds()
     tc = typed(cfg.mode, config_cls)
     signal = typed(cfg.signal, SignalConfig)
-    model_cfg = typed(cfg.model, ModelConfig)
+    model_cfg = model_config(cfg.model)
     backend = typed(cfg.backend, BackendConfig)
     judge_cfg, hints_cfg = typed(cfg.judge, JudgeConfig), typed(cfg.hints, HintConfig)
     init_path = Path(cfg.model.get("init_from") or model_path(model_cfg, cfg.paths.cache_dir))

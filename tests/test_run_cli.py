@@ -51,6 +51,7 @@ def test_unknown_agent_is_a_clear_error(tmp_path):
     (["parallel=0"], "parallel=0: must be at least 1"),
     (["env.max_steps=0"], "env.max_steps=0: must be at least 1"),  # once a leaderboard row of zeros
     (["env.obs_max_chars=-1"], "env.obs_max_chars=-1: must be at least 1"),
+    (["model.max_new_tokens=0"], "model.max_new_tokens=0: must be at least 1"),
     (["mode=train", "mode.group_size=0"], "mode.group_size=0: must be at least 1"),
     (["mode=train", "mode.rollout_temperature=0"], "mode.rollout_temperature=0.0: must be above 0"),
     (["mode=train", "judge.m=0"], "judge.m=0: must be at least 1"),
