@@ -2,7 +2,7 @@
 and `typed(node, Cls)` validates a config node into one (a wrong key or type fails loudly)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TypeVar
 
@@ -64,7 +64,7 @@ def run_config(cfg: DictConfig) -> RunConfig:
     (a `limit=-1` once ran every task but the last, without a word). Exits naming the key."""
     from omegaconf.errors import ValidationError
 
-    given = {name: cfg.get(name) for name in RunConfig.__dataclass_fields__}
+    given = {f.name: cfg.get(f.name) for f in fields(RunConfig)}
     try:
         run = typed(given, RunConfig)
     except ValidationError as e:
