@@ -2,7 +2,6 @@
 mode=eval|train|async|proxy|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from contextlib import ExitStack
@@ -24,6 +23,7 @@ from .curriculum import without_tags
 from .evaluate import EnvPool, evaluate
 from .policy_factory import SCRIPTED, agent_factory, serve_policy
 from .report import print_summary
+from .resume import already_finished, check_resumable, recorded_config, resume_command
 
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
@@ -49,37 +49,17 @@ def select_tasks(env, limit: int | None, exclude_tags=None):
     return tasks[:limit] if limit else tasks
 
 
-def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
-    """The metrics of this same run, finished earlier in `run_dir` (so a sweep run again skips its
-    finished jobs), or None. A resumed run may ask for more iterations, and then goes on. A finished
-    run there with another config is an error: its results would be filed under the wrong config."""
-    try:
-        done = json.loads((run_dir / "metrics.json").read_text())
-        recorded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
-    except (OSError, json.JSONDecodeError):
-        return None
-    if done.get("iterations", 0) < cfg.mode.iterations:
-        return None
-    now = OmegaConf.to_container(cfg, resolve=True)
-    changed = sorted(k for k in {*recorded, *now} - {"resume"} if recorded.get(k) != now.get(k))
-    if changed:
-        raise SystemExit(f"{run_dir} holds a finished run with another config (differs in: {', '.join(changed)}); "
-                         "choose another run dir (hydra.run.dir / hydra.sweep.dir) or delete that one")
-    return done
-
-
-def recorded_config(cfg: DictConfig) -> dict:
-    """The resolved config as the run dir records it, with secrets (the proxy's API key) masked."""
-    out = OmegaConf.to_container(cfg, resolve=True)
-    if out["mode"].get("api_key"):
-        out["mode"]["api_key"] = "<set>"
-    return out
+def run_dir_of(cfg: DictConfig) -> Path:
+    """The run's dir: the one being resumed, or Hydra's new one."""
+    return Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
 
 
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_config(cfg)
-    run_dir = Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
+    run_dir = run_dir_of(cfg)
+    if cfg.get("resume"):
+        check_resumable(cfg, run_dir)
     if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model":
         raise SystemExit(f"unknown agent {cfg.agent.name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
     try:
@@ -89,9 +69,9 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] Docker not reachable ({e}); containers cannot be reaped", file=sys.stderr)
     if removed:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
-    done = already_finished(cfg, run_dir) if cfg.mode.name in ("train", "async") else None
+    done = already_finished(cfg, run_dir) if cfg.mode.name in ("eval", "train", "async") else None
     if done is not None:
-        print(f"[train] {run_dir} already finished (delete its metrics.json to run it again)")
+        print(f"[nextstate] {run_dir} already finished (delete its metrics.json to run it again)")
         return done
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(recorded_config(cfg)))
     if cfg.mode.name == "train":
@@ -141,8 +121,8 @@ def cli(cfg: DictConfig) -> None:
     try:
         main(cfg)
     except KeyboardInterrupt:
-        print("\n[nextstate] interrupted: containers removed; resume with "
-              f"resume={HydraConfig.get().runtime.output_dir}", file=sys.stderr)
+        command = resume_command(HydraConfig.get().overrides.task, run_dir_of(cfg))
+        print(f"\n[nextstate] interrupted: containers removed; resume with: {command}", file=sys.stderr)
         sys.exit(130)
 
 

@@ -93,3 +93,63 @@ def test_kill_9_then_resume(tmp_path, docker):
     time.sleep(0.5)
     left = docker.containers.list(all=True, filters={"label": f"nextstate.run={traj_file.parent.name}"})
     assert not left
+
+
+def _finished_run(tmp_path, *overrides) -> Path:
+    p = _run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", *overrides)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return Path(read_rows(tmp_path / "leaderboard.csv")[1][0]["run_dir"])
+
+
+def test_resume_needs_a_run_there(tmp_path):
+    p = _run(tmp_path, "env=toolcall", "agent=oracle", f"resume={tmp_path / 'nowhere'}")
+    assert p.returncode != 0 and "no run to resume" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "nowhere").exists() and not (tmp_path / "leaderboard.csv").exists()
+
+
+def test_resume_with_another_config_is_refused_with_the_runs_own_command(tmp_path):
+    run_dir = _finished_run(tmp_path)
+    p = _run(tmp_path, f"resume={run_dir}")  # the defaults: another env and agent
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert "agent" in p.stderr and "env" in p.stderr
+    assert f"python -m harness.run progress=false env=toolcall agent=oracle limit=2 resume={run_dir}" in p.stderr
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1
+
+
+def test_resuming_a_finished_run_files_no_second_row(tmp_path):
+    run_dir = _finished_run(tmp_path)
+    p = _run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "parallel=1", f"resume={run_dir}")
+    assert p.returncode == 0 and "already finished" in p.stdout, p.stderr[-2000:]
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1 and len(read_jsonl(run_dir / "trajectories.jsonl")) == 2
+
+
+def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
+    """Interrupted twice (the second time while resuming), each time the printed command names the
+    run's own dir and overrides, and running it finishes the run."""
+    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+    command = [sys.executable, "-m", "harness.run", "progress=false", "agent=oracle", "split=train", "limit=4"]
+    run_dir = None
+    for _ in range(2):
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        runs = tmp_path / "runs"
+        before = len(read_jsonl(run_dir / "trajectories.jsonl")) if run_dir else 0
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            files = [run_dir / "trajectories.jsonl"] if run_dir else list(runs.glob("*/trajectories.jsonl"))
+            if files and files[0].exists() and len(read_jsonl(files[0])) > before:
+                run_dir = files[0].parent
+                break
+            time.sleep(0.05)
+        assert run_dir is not None and len(read_jsonl(run_dir / "trajectories.jsonl")) < 4
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-2000:]
+        printed = err.split("resume with: ")[1].splitlines()[0]
+        assert printed.endswith(f"resume={run_dir}") and "agent=oracle split=train limit=4" in printed
+        command = [sys.executable, *printed.split()[1:]]
+    p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    trajs = read_jsonl(run_dir / "trajectories.jsonl")
+    assert len(trajs) == 4 and len({t["task_id"] for t in trajs}) == 4
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1

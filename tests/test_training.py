@@ -100,7 +100,7 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     assert (half / "weights" / "model.safetensors").stat().st_mtime_ns == mtime
     # that run dir asked for a different run is refused, and its config is left as it was
     p = _run(tmp_path, "mode.iterations=2", "mode.lr=1e-3", f"resume={half}", name="resumed")
-    assert p.returncode != 0 and "another config (differs in: mode)" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    assert p.returncode != 0 and "another config (differs in: mode.lr)" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
     assert "lr: 0.0001" in (half / "config.yaml").read_text()
 
 

@@ -1,0 +1,92 @@
+"""Resuming a run dir (`resume=<run_dir>`, or a sweep run again into the same dirs): it must hold a
+run, and go on with the config that run was made with; a finished one is not run (or filed) again;
+Ctrl-C says the command that resumes it. The recorded config is `<run_dir>/config.yaml`."""
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+# Keys a resumed run may change: how it runs, not what it computes (and more training iterations).
+RESUMABLE_CHANGES = {"resume", "progress", "parallel", "mode.iterations"}
+
+
+def config_changes(cfg: DictConfig, run_dir: Path) -> list[str] | None:
+    """The keys (dotted) in which `cfg` differs from the config recorded in `run_dir`, beyond those a
+    resumed run may change; None when no run was recorded there."""
+    try:
+        recorded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
+    except OSError:
+        return None
+    return sorted(k for k in _differing(recorded, recorded_config(cfg)) if k not in RESUMABLE_CHANGES)
+
+
+def _differing(a: dict, b: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key in {*a, *b}:
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differing(x, y, f"{prefix}{key}.")
+        elif x != y:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def resume_command(overrides, run_dir: Path) -> str:
+    """The command that resumes `run_dir` with these overrides (less any `resume=` among them)."""
+    kept = [o for o in overrides if not o.startswith("resume=")]
+    return shlex.join(["python", "-m", "harness.run", *kept, f"resume={run_dir}"])
+
+
+def started_with(run_dir: Path) -> list[str] | None:
+    """The overrides `run_dir`'s run was started with: Hydra's record in its .hydra/, unless this very
+    command wrote that record (its hydra.run.dir is the run dir)."""
+    if Path(HydraConfig.get().runtime.output_dir).resolve() == run_dir.resolve():
+        return None
+    try:
+        return list(OmegaConf.load(run_dir / ".hydra" / "overrides.yaml"))
+    except OSError:
+        return None
+
+
+def check_resumable(cfg: DictConfig, run_dir: Path) -> None:
+    """`resume=<run_dir>` must name a run, and go on with the config that run was made with: anything
+    else would file one run's episodes under another's config."""
+    changes = config_changes(cfg, run_dir)
+    if changes is None:
+        raise SystemExit(f"resume={run_dir}: no run to resume there (no config.yaml); give a run dir under "
+                         f"{cfg.paths.results_dir}/runs/")
+    if changes:
+        original = started_with(run_dir)
+        how = f":\n  {resume_command(original, run_dir)}" if original is not None else ""
+        raise SystemExit(f"resume={run_dir}: that run was made with another config (differs in: "
+                         f"{', '.join(changes)}); resume it with the overrides it was started with{how}")
+
+
+def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
+    """The metrics of this same run, finished earlier in `run_dir` (so a sweep run again skips its
+    finished jobs, and a finished run resumed files no second row), or None. A resumed training run
+    may ask for more iterations, and then goes on. A finished run there with another config is an
+    error: its results would be filed under the wrong config."""
+    try:
+        done = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if done.get("iterations", 0) < cfg.mode.get("iterations", 0):
+        return None
+    changes = config_changes(cfg, run_dir)
+    if changes:
+        raise SystemExit(f"{run_dir} holds a finished run with another config (differs in: {', '.join(changes)}); "
+                         "choose another run dir (hydra.run.dir / hydra.sweep.dir) or delete that one")
+    return done
+
+
+def recorded_config(cfg: DictConfig) -> dict:
+    """The resolved config as the run dir records it, with secrets (the proxy's API key) masked."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    if out["mode"].get("api_key"):
+        out["mode"]["api_key"] = "<set>"
+    return out
