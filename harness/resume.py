@@ -53,35 +53,29 @@ def started_with(run_dir: Path) -> list[str] | None:
 
 
 def check_resumable(cfg: DictConfig, run_dir: Path) -> None:
-    """`resume=<run_dir>` must name a run, and go on with the config that run was made with: anything
-    else would file one run's episodes under another's config."""
+    """A run dir that holds a run (named by `resume=`, or a sweep's job dir run again) goes on only
+    with the config that run was made with: anything else would file one run's episodes under
+    another's config. `resume=` must name a run."""
     changes = config_changes(cfg, run_dir)
-    if changes is None:
+    if changes is None and cfg.get("resume"):
         raise SystemExit(f"resume={run_dir}: no run to resume there (no config.yaml); give a run dir under "
                          f"{cfg.paths.results_dir}/runs/")
     if changes:
         original = started_with(run_dir)
         how = f":\n  {resume_command(original, run_dir)}" if original is not None else ""
-        raise SystemExit(f"resume={run_dir}: that run was made with another config (differs in: "
-                         f"{', '.join(changes)}); resume it with the overrides it was started with{how}")
+        raise SystemExit(f"{run_dir}: that run was made with another config (differs in: {', '.join(changes)}); "
+                         f"resume it with the overrides it was started with{how}, or choose another run dir")
 
 
 def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
-    """The metrics of this same run, finished earlier in `run_dir` (so a sweep run again skips its
-    finished jobs, and a finished run resumed files no second row), or None. A resumed training run
-    may ask for more iterations, and then goes on. A finished run there with another config is an
-    error: its results would be filed under the wrong config."""
+    """The metrics of the run finished earlier in `run_dir` (so a sweep run again skips its finished
+    jobs, and a finished run resumed files no second row), or None. A resumed training run may ask
+    for more iterations, and then goes on. (`check_resumable` has made sure it is the same run.)"""
     try:
         done = json.loads((run_dir / "metrics.json").read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    if done.get("iterations", 0) < cfg.mode.get("iterations", 0):
-        return None
-    changes = config_changes(cfg, run_dir)
-    if changes:
-        raise SystemExit(f"{run_dir} holds a finished run with another config (differs in: {', '.join(changes)}); "
-                         "choose another run dir (hydra.run.dir / hydra.sweep.dir) or delete that one")
-    return done
+    return None if done.get("iterations", 0) < cfg.mode.get("iterations", 0) else done
 
 
 def recorded_config(cfg: DictConfig) -> dict:

@@ -58,8 +58,7 @@ def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_config(cfg)
     run_dir = run_dir_of(cfg)
-    if cfg.get("resume"):
-        check_resumable(cfg, run_dir)
+    check_resumable(cfg, run_dir)
     if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model":
         raise SystemExit(f"unknown agent {cfg.agent.name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
     try:

@@ -153,3 +153,14 @@ def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
     trajs = read_jsonl(run_dir / "trajectories.jsonl")
     assert len(trajs) == 4 and len({t["task_id"] for t in trajs}) == 4
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1
+
+
+def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path):
+    """A sweep's job dir (hydra.run.dir / hydra.sweep.dir) run again goes on only as the same run."""
+    run_dir = tmp_path / "job"
+    p = _run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", f"hydra.run.dir={run_dir}")
+    assert p.returncode == 0, p.stderr[-3000:]
+    (run_dir / "metrics.json").unlink()  # as if killed before the end
+    p = _run(tmp_path, "env=toolcall", "agent=noop", "limit=2", f"hydra.run.dir={run_dir}")
+    assert p.returncode != 0 and "another config (differs in: agent.name)" in p.stderr, p.stderr[-2000:]
+    assert "name: oracle" in (run_dir / "config.yaml").read_text()
