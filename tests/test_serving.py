@@ -1,12 +1,11 @@
 """The embedded server's endpoints over real HTTP, and the client that talks to it (the same client
 talks to a real SGLang server). Token-in/token-out alignment is proven here."""
 import json
-from pathlib import Path
 
 import pytest
 import requests
 
-from agents.serving import BackendConfig, Server
+from agents.serving import BackendConfig
 from agents.transformers_policy import SamplingConfig
 from harness.config import ModelConfig, typed
 from harness.policy_factory import model_path, serve_policy
@@ -83,6 +82,7 @@ def test_seeds_go_as_sglang_takes_them_one_sampling_params_object_per_prompt(ser
         r = _post(served, "/generate", {"input_ids": [prompt, prompt], "sampling_params": bad})
         assert r.status_code == 400 and why in r.text
 
+
 def test_top_logprobs(served):
     ids = served.tokenizer.encode("one two three four", add_special_tokens=False)
     out = _post(served, "/generate", {"input_ids": ids, "return_logprob": True, "logprob_start_len": 1,
@@ -112,7 +112,6 @@ def test_bad_requests_get_clear_errors(served):
 
 
 def test_update_weights_from_disk_changes_the_served_model(served, tmp_path, cfg):
-    import torch
     from safetensors.torch import load_file, save_file
 
     src = model_path(typed(cfg.model, ModelConfig), cfg.paths.cache_dir)
