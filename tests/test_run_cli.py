@@ -125,9 +125,12 @@ def test_resuming_a_finished_run_files_no_second_row(tmp_path):
 
 def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
     """Interrupted twice (the second time while resuming), each time the printed command names the
-    run's own dir and overrides, and running it finishes the run."""
+    run's own dir and overrides, and running it finishes the run. One episode at a time: with four
+    at once (the default parallel=4), all four could land between two polls and leave nothing to
+    interrupt (CI saw exactly that)."""
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    command = [sys.executable, "-m", "harness.run", "progress=false", "agent=oracle", "split=train", "limit=4"]
+    command = [sys.executable, "-m", "harness.run", "progress=false", "agent=oracle", "split=train", "limit=4",
+               "parallel=1"]
     run_dir = None
     for _ in range(2):
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -146,7 +149,7 @@ def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err[-2000:]
         printed = err.split("resume with: ")[1].splitlines()[0]
-        assert printed.endswith(f"resume={run_dir}") and "agent=oracle split=train limit=4" in printed
+        assert printed.endswith(f"resume={run_dir}") and "agent=oracle split=train limit=4 parallel=1" in printed
         command = [sys.executable, *printed.split()[1:]]
     p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
