@@ -143,16 +143,16 @@ class ToolCallEnv(gym.Env[str, str]):
 
     def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
         """Pay one-off costs before the clock starts: the python sandbox's image (built or found by
-        content hash) and bfcl-eval's slow checker import."""
+        content hash), and bfcl-eval's slow checker import with the env's instance of its checker."""
         tasks = tasks or self.tasks
         if any(t.data["kind"] == "bundled" and "python" in t.data["toolsets"] for t in tasks):
             if self._client is None:
                 self._client = docker_client()
             ensure_shared_image(self._client, self.config.shared_image, self.config.base_image)
         if any(t.data["kind"] == "bfcl_single" for t in tasks):
-            from .toolcall_bfcl import ast_checker
+            from .toolcall_bfcl_check import checker_module
 
-            ast_checker()
+            checker_module()
         if progress is not None:
             for t in tasks:
                 progress(t)

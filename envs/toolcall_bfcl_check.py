@@ -1,15 +1,16 @@
 """bfcl-eval's `ast_checker` on single-turn answers, with what it redoes on every check done once.
 
 On every check, bfcl-eval's checker converts each documented function name for the checker model
-(`convert_func_name`, a regex substitution) and standardizes every ground-truth string it compares
-with (`standardize_string`, another). Both read only an entry's docs and ground truth, so they give
-the same result on every check of the entry. The env therefore runs its own instance of bfcl-eval's
-checker module (loaded from bfcl-eval's file, so the checker's code is bfcl-eval's, line for line;
+(`convert_func_name`, a regex substitution), standardizes every string it compares, the model's and
+the ground truth's (`standardize_string`, another), and compares `language` with `Language.JAVA`,
+`.JAVASCRIPT` and `.PYTHON` four times per parameter (an Enum member lookup is a descriptor call in
+Python 3.11, ~3x a plain attribute). The env therefore runs its own instance of bfcl-eval's checker
+module (loaded from bfcl-eval's file, so the checker's code is bfcl-eval's, line for line;
 bfcl-eval's own module, which anyone else in the process may call, is left as it is) in which:
 - `convert_func_name` is memoized: its arguments are a documented name and the model;
-- `standardize_string` looks the ground truth's strings up in a table filled once per entry (at its
-  first answer, by `entry_inputs`; ~3,000 strings for all of BFCL's single-turn entries), and
-  standardizes anything else (the model's strings) as before.
+- `standardize_string` is memoized (bounded): a pure function of one string, and the strings repeat,
+  the ground truth's on every check of an entry and the model's across the samples of one prompt;
+- `Language` is a plain namespace holding bfcl-eval's own members, so every comparison is the same.
 The checker decides every verdict and writes every message; tests/test_toolcall_bfcl.py compares
 them with bfcl-eval's own module on every category's perturbed answers.
 """
@@ -17,14 +18,11 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from types import ModuleType
-from typing import Any, NamedTuple
+from types import ModuleType, SimpleNamespace
+from typing import NamedTuple
 
 from .toolcall_bfcl import NO_CALL_EXPECTED, answers, ast_checker, entries, specs
 from .toolcall_validate import ToolSpec
-
-# ground-truth string -> bfcl-eval's standardized form; filled per entry, read by the checker's instance
-_STANDARDIZED: dict[str, str] = {}
 
 
 class EntryInputs(NamedTuple):
@@ -37,33 +35,15 @@ class EntryInputs(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def entry_inputs(category: str, entry_id: str, model: str) -> EntryInputs:
-    """Looked up once per entry and checker model; the ground truth's strings are standardized here."""
+    """Looked up once per entry and checker model."""
     spec, aliases = specs(category, entry_id)
     functions = entries(category, False)[entry_id]["function"]
-    if category in NO_CALL_EXPECTED:
-        return EntryInputs(functions, None, spec, aliases)
-    answer = answers(category)[entry_id]
-    standardize = _checker_module().standardize_string.__wrapped__
-    for text in _strings(answer):
-        if text not in _STANDARDIZED:
-            _STANDARDIZED[text] = standardize(text)
+    answer = None if category in NO_CALL_EXPECTED else answers(category)[entry_id]
     return EntryInputs(functions, answer, spec, aliases)
 
 
-def _strings(value: Any):
-    """Every string in a ground truth (its values nest lists and dicts)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-
-
 @functools.lru_cache(maxsize=1)
-def _checker_module() -> ModuleType:
+def checker_module() -> ModuleType:
     """This env's instance of bfcl-eval's `ast_checker` module (see the module docstring)."""
     ast_checker()  # bfcl-eval imported, with its home set
     from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
@@ -72,25 +52,15 @@ def _checker_module() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.convert_func_name = functools.lru_cache(maxsize=None)(module.convert_func_name)
-    module.standardize_string = _looked_up(module.standardize_string)
+    module.standardize_string = functools.lru_cache(maxsize=1 << 16)(module.standardize_string)
+    module.Language = SimpleNamespace(**{member.name: member for member in module.Language})
     return module
 
 
 @functools.lru_cache(maxsize=1)
 def _checker():
     """The instance's `ast_checker` and bfcl-eval's Language.PYTHON, for the hot path."""
-    return _checker_module().ast_checker, ast_checker()[1]
-
-
-def _looked_up(standardize):
-    """`standardize` answering the ground truth's strings from the table."""
-    table = _STANDARDIZED
-
-    @functools.wraps(standardize)
-    def standardize_string(text):
-        done = table.get(text)
-        return standardize(text) if done is None else done
-    return standardize_string
+    return checker_module().ast_checker, ast_checker()[1]
 
 
 def check_single(category: str, entry_id: str, calls: list[tuple[str, dict]] | None, model: str) -> dict:

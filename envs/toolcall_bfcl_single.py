@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import NamedTuple
-
 from harness.types import NextState, Task
 
 from .toolcall_bfcl import NO_CALL_EXPECTED
@@ -26,20 +24,16 @@ RECORDED = "recorded; BFCL single-turn calls are graded, not executed"
 NO_CALL_TEXT = "(answered without a tool call)"
 
 
-class Judged(NamedTuple):
-    """Everything a step and its grade show of one judged reply. The memo keeps this, so a repeat of
-    the reply costs a lookup; its next state is frozen and shared by every repeat (the labels dict
-    and info are built per step, since callers may add to them)."""
-    obs: str
-    next_state: NextState
-    well_formed: bool
-    valid: bool
-    error_type: str | None
-    report: str  # info["test_output"]
-
-
-# tuple.__new__ straight from C: the NamedTuple's generated __new__ is a Python call, ~2x dearer
-_new_judged = functools.partial(tuple.__new__, Judged)
+# One judged reply, as the memo keeps it and the step shows it:
+#   (problem, names, valid, error_type, report)
+# problem: why the reply could not be carried out (the text of its error next state), or None;
+# names: the tools a well-formed reply called, () for no call; report: info["test_output"].
+# A plain tuple of strings and bools, not a NamedTuple holding the next state: the memo keeps one
+# per distinct reply for the run's life, and the garbage collector untracks plain tuples of atoms
+# at their first collection. A NamedTuple (or a NextState) in the memo is traversed by every
+# collection and, once promoted to the oldest generation, triggers full collections of the whole
+# heap (12% of a steady grading loop's time). The next state is built per step from it.
+Judged = tuple  # tuple[str | None, tuple[str, ...], bool, str | None, str]
 
 
 # Judgements by (category, entry, checker model, reply text): pure functions of these, and group
@@ -71,15 +65,11 @@ def _first_error(verdict: dict) -> str:
     return (first if first.__class__ is str else repr(first))[:1000]
 
 
-def _judged(obs: str, next_state: NextState, well_formed: bool, verdict: dict) -> Judged:
+def _judged(problem: str | None, names: tuple[str, ...], verdict: dict) -> Judged:
     if verdict["valid"]:
-        return _new_judged((obs, next_state, well_formed, True, verdict.get("error_type"), "valid"))
+        return problem, names, True, verdict.get("error_type"), "valid"
     error_type = verdict.get("error_type")
-    return _new_judged((obs, next_state, well_formed, False, error_type, f"{error_type}: {_first_error(verdict)}"))
-
-
-def _error(problem: str, verdict: dict) -> Judged:
-    return _judged("[error] " + problem, NextState("error", problem), False, verdict)
+    return problem, names, False, error_type, f"{error_type}: {_first_error(verdict)}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -97,7 +87,8 @@ class SingleTurnEpisode:
     """One reply, graded. A malformed call or a call the tools reject still ends the episode (BFCL
     grades the first answer); the agent reads the reason in the error next state. Reset and step
     sit on a hot path (a GRPO group grades thousands of replies), so the reply is scanned into
-    (name, arguments) pairs and judged into a flat `Judged` without intermediate objects."""
+    (name, arguments) pairs and judged into a flat `Judged` without intermediate objects; the step
+    builds its next state from that."""
 
     __slots__ = ("task", "category", "entry_id", "checker_model", "obs_max_chars", "judged", "entry")
 
@@ -134,20 +125,26 @@ class SingleTurnEpisode:
         else:  # nothing to key on; the scanner reports it
             j = self.judge(reply)
         self.judged = j
-        obs, next_state, well_formed, valid, error_type, report = j
+        problem, names, valid, error_type, report = j
+        if problem is not None:
+            obs, next_state = "[error] " + problem, NextState("error", problem)
+        elif names:
+            next_state = _recorded(names, self.obs_max_chars)
+            obs = next_state.text
+        else:
+            obs, next_state = NO_CALL_TEXT, _NO_CALL
         outcome = 1.0 if valid else 0.0
         return obs, outcome, True, False, {
-            "next_state": next_state, "step_label": {"well_formed": well_formed, "matches_reference": valid},
+            "next_state": next_state, "step_label": {"well_formed": problem is None, "matches_reference": valid},
             "bfcl_error_type": error_type, "test_output": report, "outcome": outcome, "success": valid}
 
     def judge(self, reply: str) -> Judged:
-        """The reply judged afresh (no memo): scan, bfcl-eval's checker, the explanation of a rejected
-        reply, and what the step shows of it."""
+        """The reply judged afresh (no memo): scan, bfcl-eval's checker, and the explanation of a
+        rejected reply."""
         calls, _, error = scan_calls(reply)
         category, entry_id, model = self.category, self.entry_id, self.checker_model
         if error is not None or not calls:
-            verdict = check_single(category, entry_id, None, model)
-            return _error(error, verdict) if error is not None else _judged(NO_CALL_TEXT, _NO_CALL, True, verdict)
+            return _judged(error, (), check_single(category, entry_id, None, model))
         entry = self.entry or self._entry_inputs()
         aliases = entry.aliases
         named = [(aliases.get(n, n), a) for n, a in calls] if aliases else calls
@@ -156,10 +153,7 @@ class SingleTurnEpisode:
         # A call the checker accepts is well-formed (right names, required arguments, types), so the
         # schema check only runs to explain a rejected answer.
         problem = None if verdict["valid"] else first_problem(calls, entry.spec, aliases)
-        if problem:
-            return _error(problem, verdict)
-        ns = _recorded(tuple([n for n, _ in named]), self.obs_max_chars)
-        return _judged(ns.text, ns, True, verdict)
+        return _judged(problem or None, tuple([n for n, _ in named]), verdict)
 
     def _entry_inputs(self) -> EntryInputs:
         entry = self.entry = entry_inputs(self.category, self.entry_id, self.checker_model)
@@ -168,9 +162,9 @@ class SingleTurnEpisode:
     def grade(self) -> tuple[float, dict]:
         j = self.judged
         if j is None:  # graded without an answer: as BFCL grades an undecodable one
-            j = _judged("", NextState("user", ""), True, check_single(self.category, self.entry_id, None,
-                                                                     self.checker_model))
-        return float(j.valid), {"bfcl_error_type": j.error_type, "test_output": j.report}
+            j = _judged(None, (), check_single(self.category, self.entry_id, None, self.checker_model))
+        _, _, valid, error_type, report = j
+        return float(valid), {"bfcl_error_type": error_type, "test_output": report}
 
     def close(self) -> None:
         pass

@@ -7,8 +7,7 @@ BFCL's ("dict", "float", "tuple", "any"); an int is accepted where a number is e
 """
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .toolcall_parse import ToolCall
 
@@ -22,17 +21,19 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
     types: dict[str, str | None]  # argument -> type name (None: any)
     required: frozenset[str] = frozenset()
+    # argument -> the classes of the JSON values `type_error` accepts (None: any), so that the usual
+    # case takes one lookup; a value of any other class is left to `type_error` itself. A slot, not a
+    # cached property: graders check thousands of entries' specs, and the instance dict a cached
+    # property lives in is one more (often cold) object to reach per call.
+    classes: dict[str, frozenset[type] | None] = field(init=False, repr=False, compare=False)
 
-    @functools.cached_property
-    def classes(self) -> dict[str, frozenset[type] | None]:
-        """Argument -> the classes of the JSON values `type_error` accepts (None: any), so that the
-        usual case takes one lookup; a value of any other class is left to `type_error` itself."""
-        return {arg: _json_classes(t) for arg, t in self.types.items()}
+    def __post_init__(self):
+        object.__setattr__(self, "classes", {arg: _json_classes(t) for arg, t in self.types.items()})
 
 
 def _json_classes(type_name) -> frozenset[type] | None:

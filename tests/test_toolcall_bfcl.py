@@ -3,6 +3,7 @@ passes for every entry of every category (except the listed broken ground truths
 (wrong value, missing argument, extra call, wrong function) fail, irrelevance is "no call",
 multi-turn runs against bfcl-eval's API classes with per-step labels, limits and clean-up."""
 import dataclasses
+import enum
 import json
 
 import gymnasium as gym
@@ -209,13 +210,14 @@ def _restyled(calls):
 
 
 def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(env, config):
-    """The env runs its own instance of bfcl-eval's checker module, whose name conversion and ground
-    truth standardization are done once per entry: every verdict, error type and message is still
-    what bfcl-eval's own module says, and bfcl-eval's module is left as it is."""
+    """The env runs its own instance of bfcl-eval's checker module, whose name conversion and string
+    standardization are memoized and whose `Language` is a plain namespace of the same members: every
+    verdict, error type and message is still what bfcl-eval's own module says, and bfcl-eval's module
+    is left as it is."""
     from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
 
     from envs.toolcall_bfcl import answers, ast_checker, entries
-    from envs.toolcall_bfcl_check import _STANDARDIZED, _checker_module, checked, entry_inputs
+    from envs.toolcall_bfcl_check import checker_module, checked, entry_inputs
 
     _, python = ast_checker()
     model, seen, restyled_valid = config.bfcl_checker_model, 0, 0
@@ -237,8 +239,29 @@ def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(en
                 seen += 1
                 restyled_valid += calls is restyled and got["valid"]
     assert seen > 700 and restyled_valid > 80  # restyled strings exercise standardization on both sides
-    assert _checker_module() is not stock and stock.standardize_string.__module__ == stock.__name__
-    assert not hasattr(stock.convert_func_name, "cache_info") and len(_STANDARDIZED) > 100
+    assert checker_module() is not stock and stock.standardize_string.__module__ == stock.__name__
+    assert not hasattr(stock.convert_func_name, "cache_info") and not hasattr(stock.standardize_string, "cache_info")
+    mine = checker_module()
+    assert mine.standardize_string.cache_info().hits > 1000  # strings repeat within and across checks
+    assert isinstance(stock.Language.PYTHON, enum.Enum) and mine.Language.PYTHON is stock.Language.PYTHON
+
+
+def test_the_verdict_memo_gives_the_garbage_collector_nothing_to_traverse(env):
+    """The memo keeps one entry per distinct reply for the run's life. Entries holding objects the
+    collector tracks (a NamedTuple, a NextState) are traversed by every collection and, promoted to
+    the oldest generation, trigger full collections of the whole heap: 12% of a steady grading loop's
+    time. Plain tuples of strings and bools are untracked at their first collection."""
+    import gc
+
+    S._VERDICTS.clear()
+    for category in B.SINGLE_TURN:
+        for task in sample(env, category, 4):
+            for reply in _replies(env, task):
+                grade(env, task, reply)
+    assert len(S._VERDICTS) > 200
+    gc.collect()
+    gc.collect()  # a tuple is untracked once its items are: an entry whose names tuple lay in an older generation goes in the second pass
+    assert not [k for k, v in S._VERDICTS.items() if gc.is_tracked(v) or gc.is_tracked(k)]
 
 
 def test_the_verdict_memo_is_bounded(env, monkeypatch):
