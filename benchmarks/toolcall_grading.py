@@ -6,9 +6,8 @@ reply text, in one run; plus multi-turn episode cost and the bundled suite's epi
   function). Baseline: bfcl-eval's `_evaluate_single_ast_entry` / `_evaluate_single_relevance_entry`
   with its Qwen FC decoder (decode the `<tool_call>` text, then `ast_checker`). Env: `reset` + `step`
   (parse, schema check, bfcl-eval's `ast_checker` code in the env's own instance of its module, which
-  converts names and standardizes the ground truth's strings once per entry instead of on every
-  check; next state, labels, outcome). Both must agree on
-  every verdict. "distinct": every reply is new to the env (its verdict memo cleared each round);
+  memoizes its name conversion and string standardization; next state, labels, outcome). Both must
+  agree on every verdict. "distinct": every reply is new to the env (its verdict memo cleared each round);
   "group of 8": each entry answered by 8 samples drawn from its 5 variants, as a GRPO group would
   (repeats are graded once by the env, every time by the baseline).
 - Multi-turn: oracle episodes (every call executed live on bfcl-eval's API classes, then graded by
@@ -16,7 +15,10 @@ reply text, in one run; plus multi-turn episode cost and the bundled suite's epi
   (the live execution is the next state), so this ratio is below 1 by construction.
 - Bundled: oracle episodes (reset + every step + grading), steps/s; with Docker, also the python tasks.
 Rounds alternate baseline and env so that machine noise hits both; ratios are medians over rounds.
-The single-turn line is followed by where the time goes on each side (`where_the_time_goes`).
+The single-turn line is followed by where the time goes on each side (`where_the_time_goes`) and by a
+steady loop (`steady_state`): the median of 15 rounds hides what a long grading loop pays now and
+then, full garbage collections of the whole heap, so the env grades the same replies for STEADY_ROUNDS
+rounds and reports its time per reply with the collector's share of it.
 Ends with one JSON line.
 """
 from __future__ import annotations
@@ -40,6 +42,7 @@ from harness.config import compose, typed  # noqa: E402
 PER_CATEGORY = 60
 ROUNDS = 15  # one round's ratio moved by +-8% on this machine, the median of 15 rounds by about +-2%
 GROUP = 8
+STEADY_ROUNDS = 200  # ~6 s; a full collection came every ~30 rounds when the memo held tracked objects
 
 
 def make_env(suite: str) -> ToolCallEnv:
@@ -163,6 +166,32 @@ def where_the_time_goes(env, grade, model, work) -> dict:
             "env_judge_us": judge_us, "judge_ratio": whole_us / judge_us}
 
 
+def steady_state(env, work) -> dict:
+    """The env's time per reply over STEADY_ROUNDS rounds (the memo churning, as in a long run), and
+    the share of it the garbage collector took, measured with its callbacks."""
+    import gc
+
+    spent, started = [0.0], [0.0]
+
+    def on_collection(phase, info):
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(on_collection)
+    try:
+        t0 = time.perf_counter()
+        for _ in range(STEADY_ROUNDS):
+            S._VERDICTS.clear()
+            for t, r in work:
+                env_grade(env, t, r)
+        total = time.perf_counter() - t0
+    finally:
+        gc.callbacks.remove(on_collection)
+    return {"steady_env_us": total / STEADY_ROUNDS / len(work) * 1e6, "steady_gc_share": spent[0] / total}
+
+
 def single_turn() -> dict:
     env = make_env("+".join(f"bfcl_{c}" for c in B.SINGLE_TURN))
     env.prepare()  # bfcl-eval's checker import (~5 s) before the clock
@@ -182,6 +211,7 @@ def single_turn() -> dict:
     ratio, env_s, raw_s, spread = compare(env, grade, model, work, clear_memo=True)
     parts = where_the_time_goes(env, grade, model, work)
     g_ratio, g_env_s, g_raw_s, _ = compare(env, grade, model, groups, clear_memo=True)
+    steady = steady_state(env, work)
     env.close()
     n_tasks = len({t.task_id for t, _ in work})
     print(f"single-turn, {len(work)} distinct replies to {n_tasks} entries (verdicts agree on all)")
@@ -195,8 +225,10 @@ def single_turn() -> dict:
           f"{env_s * 1e6 - parts['env_judge_us']:.1f}")
     print(f"  group of {GROUP} per entry ({len(groups)} replies): bfcl-eval {g_raw_s * 1e6:6.1f} us   "
           f"env {g_env_s * 1e6:6.1f} us   ratio {g_ratio:.2f}x")
+    print(f"  steady loop, {STEADY_ROUNDS} rounds: env {steady['steady_env_us']:.1f} us/reply, "
+          f"{steady['steady_gc_share']:.1%} of it in garbage collection")
     return {"ratio": ratio, "spread": spread, "env_us": env_s * 1e6, "bfcl_us": raw_s * 1e6, "group_ratio": g_ratio,
-            "n_replies": len(work), **parts}
+            "n_replies": len(work), **parts, **steady}
 
 
 def multi_turn(n: int = 40) -> dict:
@@ -281,7 +313,8 @@ def main() -> None:
         "bfcl_eval_us_per_reply": round(st["bfcl_us"], 1), "replies": st["n_replies"],
         "env_judging_vs_bfcl_eval": round(st["judge_ratio"], 3), "env_judge_us": round(st["env_judge_us"], 1),
         "bfcl_decode_us": round(st["bfcl_decode_us"], 1), "bfcl_checker_us": round(st["bfcl_checker_us"], 1),
-        "env_checker_us": round(st["env_checker_us"], 1),
+        "env_checker_us": round(st["env_checker_us"], 1), "steady_env_us_per_reply": round(st["steady_env_us"], 1),
+        "steady_gc_share": round(st["steady_gc_share"], 3),
         "multi_turn_episode_vs_checker_only": round(mt["ratio"], 3),
         "multi_turn_steps_per_s": round(mt["steps_per_s"]),
         "bundled_steps_per_s": round(bu["no_python"]) if "no_python" in bu else None,

@@ -249,7 +249,7 @@ def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(en
 def test_the_verdict_memo_gives_the_garbage_collector_nothing_to_traverse(env):
     """The memo keeps one entry per distinct reply for the run's life. Entries holding objects the
     collector tracks (a NamedTuple, a NextState) are traversed by every collection and, promoted to
-    the oldest generation, trigger full collections of the whole heap: 12% of a steady grading loop's
+    the oldest generation, trigger full collections of the whole heap: 7-12% of a steady grading loop's
     time. Plain tuples of strings and bools are untracked at their first collection."""
     import gc
 
@@ -260,7 +260,7 @@ def test_the_verdict_memo_gives_the_garbage_collector_nothing_to_traverse(env):
                 grade(env, task, reply)
     assert len(S._VERDICTS) > 200
     gc.collect()
-    gc.collect()  # a tuple is untracked once its items are: an entry whose names tuple lay in an older generation goes in the second pass
+    gc.collect()  # a tuple is untracked once its items are; a names tuple in an older generation needs two
     assert not [k for k, v in S._VERDICTS.items() if gc.is_tracked(v) or gc.is_tracked(k)]
 
 
