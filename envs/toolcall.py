@@ -163,18 +163,18 @@ class ToolCallEnv(gym.Env[str, str]):
         # ~0.3 us of that (benchmarks/toolcall_grading.py measures it against bfcl-eval's own).
         if seed is not None:  # all gymnasium's reset does
             super().reset(seed=seed)
+        task = pick_task(self, options, "tool-call task")
+        kept = self._kept.get(task.task_id)
         previous = self._episode
-        if previous is not None:
+        if previous is not None and previous is not kept:  # a kept episode is restarted, not closed
             self._episode = None
             previous.close()
-        task = pick_task(self, options, "tool-call task")
         self.task = task
-        episode = self._kept.get(task.task_id)
-        if episode is None:
+        if kept is None:
             episode, setup_s = self._start(task)
         else:  # a group's next rollout of the same task
+            episode, setup_s = kept, 0.0
             episode.restart()
-            setup_s = 0.0
         self._episode = episode
         self._graded = False
         # episodes that end on their first reply (BFCL single-turn) answer with the whole graded step

@@ -31,9 +31,11 @@ class ToolSpec:
     # cached property: graders check thousands of entries' specs, and the instance dict a cached
     # property lives in is one more (often cold) object to reach per call.
     classes: dict[str, frozenset[type] | None] = field(init=False, repr=False, compare=False)
+    takes: str = field(init=False, repr=False, compare=False)  # the arguments, as an error lists them
 
     def __post_init__(self):
         object.__setattr__(self, "classes", {arg: _json_classes(t) for arg, t in self.types.items()})
+        object.__setattr__(self, "takes", ", ".join(map(repr, self.types)) or "no arguments")
 
 
 def _json_classes(type_name) -> frozenset[type] | None:
@@ -85,8 +87,7 @@ def _explain(args: dict, spec: ToolSpec, check_types: bool) -> str | None:
     types = spec.types
     if not args.keys() <= types.keys():
         unknown = sorted(args.keys() - types.keys())
-        return f"{spec.name}: unknown argument(s) {', '.join(map(repr, unknown))}; " \
-               f"it takes {', '.join(map(repr, types)) or 'no arguments'}"
+        return f"{spec.name}: unknown argument(s) {', '.join(map(repr, unknown))}; it takes {spec.takes}"
     if not spec.required <= args.keys():
         missing = sorted(spec.required - args.keys())
         return f"{spec.name}: missing required argument(s) {', '.join(map(repr, missing))}"

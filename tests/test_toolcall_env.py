@@ -168,3 +168,11 @@ def test_the_seed_does_not_shape_an_episode(env):
         obs1, *_ = env.step(reply)
         seen.add((obs0, obs1))
     assert len(seen) == 1
+
+
+def test_a_reset_naming_an_unknown_task_says_so_and_leaves_the_episode_as_it_was(env):
+    task = SUITE[0]
+    env.reset(options={"task_id": task.task_id})
+    with pytest.raises(KeyError, match="unknown tool-call task 'no-such-task'"):
+        env.reset(options={"task_id": "no-such-task"})
+    assert env.task is task and env.step("Done.")[2]  # the episode goes on to its end
