@@ -159,7 +159,7 @@ class ToolCallEnv(gym.Env[str, str]):
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        # BFCL single-turn grades a reply in ~20 us, so reset and step stay flat: every call here is
+        # BFCL single-turn grades a reply in ~12 us, so reset and step stay flat: every call here is
         # ~0.3 us of that (benchmarks/toolcall_grading.py measures it against bfcl-eval's own).
         if seed is not None:  # all gymnasium's reset does
             super().reset(seed=seed)
