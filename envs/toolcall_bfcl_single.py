@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import threading
+
 from harness.types import NextState, Task
 
 from .toolcall_bfcl import NO_CALL_EXPECTED
@@ -34,7 +35,7 @@ NO_CALL_TEXT = "(answered without a tool call)"
 # collection and, once promoted to the oldest generation, triggers full collections of the whole
 # heap (7-12% of a steady grading loop's time: benchmarks/toolcall_grading.py, steady loop).
 # The next state is built per step from it.
-Judged = tuple  # tuple[str | None, tuple[str, ...], bool, str | None, str]
+Judged = tuple[str | None, tuple[str, ...], bool, str | None, str]
 
 
 # Judgements by (category, entry, checker model, reply text): pure functions of these, and group
