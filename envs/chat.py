@@ -8,6 +8,13 @@ next request when every want is met, else the user's complaint naming what to ch
 `patience` complaints on one request the user moves on). `info["step_label"]["satisfied"]` says
 whether the user accepted the reply: the truth a PRM judge's vote on that step is measured against.
 The outcome is the share of requests met; success when all are. Nothing here needs Docker.
+
+With `env.persona` set, the tasks are persona suites instead (envs/chat_personas.py): one request
+each, from a user whose preference is never stated, only complained about. Such an episode is graded
+on the first reply alone: the outcome is the share of the user's wants it meets (a graded signal even
+when no reply meets them all; 0 when it misses a gate want: it does not answer the request), success
+when it meets every one; the final info adds
+`first_reply_met`, `first_reply_wants` (want -> met) and `corrections` (complaints in the episode).
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from harness.config import REPO_ROOT, EnvConfig, compose, typed
 from harness.types import NextState, Task
 
 from .base import pick_task
+from .chat_personas import load_personas
 from .chat_user import GIVE_UP, NO_ANSWER, load_tasks, reply_text
 from .spaces import FreeText
 
@@ -28,6 +36,7 @@ from .spaces import FreeText
 class ChatEnvConfig(EnvConfig):
     tasks_dir: str
     patience: int  # complaints about one request before the user moves on
+    persona: str | None = None  # None: the sessions in tasks_dir; else persona suites (a name, "a,b" or "all")
 
 
 class ChatEnv(gym.Env[str, str]):
@@ -42,21 +51,26 @@ class ChatEnv(gym.Env[str, str]):
             raise ValueError(f"env.patience must be at least 1, got {config.patience}")
         self.config, self.run_id = config, run_id
         root = Path(config.tasks_dir)
-        self.tasks = tasks if tasks is not None else load_tasks(root if root.is_absolute() else REPO_ROOT / root, split)
+        if tasks is None:
+            tasks = (load_tasks(root if root.is_absolute() else REPO_ROOT / root, split) if config.persona is None
+                     else load_personas(config.persona, split))
+        self.tasks = tasks
         if not self.tasks:
-            raise ValueError(f"no chat tasks in {config.tasks_dir} (split={split})")
+            raise ValueError(f"no chat tasks in {config.persona or config.tasks_dir} (split={split})")
         self._by_id = {t.task_id: t for t in self.tasks}
         self.observation_space = FreeText()
         self.action_space = FreeText()
         self.task: Task | None = None
-        self._turn = self._misses = self._met = self._first_try = 0
+        self._turn = self._misses = self._met = self._first_try = self._corrections = 0
+        self._first_reply: tuple[bool, ...] | None = None  # per want, for a task graded on its first reply
         self._done = True
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         task = pick_task(self, options, "chat task")
         self.task = task
-        self._turn = self._misses = self._met = self._first_try = 0
+        self._turn = self._misses = self._met = self._first_try = self._corrections = 0
+        self._first_reply = None
         self._done = False
         return task.instruction, {"task_id": task.task_id, "persona": task.data["persona"], "setup_s": 0.0}
 
@@ -71,6 +85,9 @@ class ChatEnv(gym.Env[str, str]):
         reply = reply_text(action) if isinstance(action, str) else ""
         unmet = request.first_unmet(reply) if reply else None
         satisfied = bool(reply) and unmet is None
+        if self._first_reply is None and self.task.data.get("grading") == "first_reply":
+            self._first_reply = tuple(bool(reply) and w.met(reply) for w in request.wants)  # nothing meets nothing
+        self._corrections += not satisfied
         if satisfied:
             self._met += 1
             self._first_try += self._misses == 0
@@ -99,9 +116,24 @@ class ChatEnv(gym.Env[str, str]):
             return 0.0, {}
         self._done = True
         n = len(self.task.data["requests"])
-        outcome = self._met / n
-        return outcome, {"outcome": outcome, "success": self._met == n, "requests_met": self._met,
-                         "requests": n, "met_first_try": self._first_try}
+        info = {"outcome": self._met / n, "success": self._met == n, "requests_met": self._met,
+                "requests": n, "met_first_try": self._first_try}
+        if self.task.data.get("grading") == "first_reply":
+            info.update(self._first_reply_grade())
+        return info["outcome"], info
+
+    def _first_reply_grade(self) -> dict:
+        """A persona task's grade: the share of the wants the first reply met (none if it was cut before
+        one), so a group of sampled replies differs even when none meets them all. A reply that misses a
+        gate want (the one saying it answers the request at all) scores 0: else "ok." would outscore a
+        real answer that is too long, and a policy learning from the outcome would learn to say nothing."""
+        wants = self.task.data["requests"][0].wants
+        met = self._first_reply or (False,) * len(wants)
+        gated = any(g and not m for g, m in zip(self.task.data.get("gates", ()), met))
+        checks = [w.check for w in wants]
+        names = [f"{c}_{checks[:i + 1].count(c)}" if checks.count(c) > 1 else c for i, c in enumerate(checks)]
+        return {"outcome": 0.0 if gated else sum(met) / len(met), "success": all(met), "first_reply_met": all(met),
+                "first_reply_wants": dict(zip(names, met)), "corrections": self._corrections}
 
     def reference_actions(self, task: Task) -> list[str]:
         return [r.reference for r in task.data["requests"]]

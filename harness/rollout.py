@@ -7,6 +7,10 @@ import time
 from agents.base import Agent
 from harness.types import NextState, Step, Task, Trajectory
 
+# What of the last step's info a trajectory keeps: the grader's report, and a persona chat task's
+# first-reply grade (envs/chat.py), which the personalization score is computed from.
+FINAL_INFO_KEPT = ("test_output", "first_reply_met", "first_reply_wants", "corrections")
+
 
 def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int | None = None) -> Trajectory:
     t0 = time.monotonic()
@@ -43,6 +47,7 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
     traj.success = bool(info.get("success", False)) and not traj.infra_failure
     traj.timings["verify"] = float(info.get("verify_s", 0.0))
     traj.timings["agent"] = time.monotonic() - t_agent - traj.timings["verify"]
-    if "test_output" in info:
-        traj.info["test_output"] = info["test_output"]
+    for key in FINAL_INFO_KEPT:
+        if key in info:
+            traj.info[key] = info[key]
     return traj
