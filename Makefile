@@ -8,7 +8,7 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
 APT_PACKAGES := docker.io debootstrap git ca-certificates chromium
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo demo-terminal test test-slow bench system docker images model clean-containers regress report \
+.PHONY: setup demo demo-terminal lint test test-slow bench system docker images model clean-containers regress report \
 	sft-toolcall signal-comparison
 
 setup: system $(DEPS_STAMP) docker images model
@@ -53,7 +53,11 @@ demo-terminal: setup
 	$(PY) -m harness.run +experiment=demo_terminal
 	@$(PY) -m harness.prepare leaderboard
 
-test: setup
+# ruff: pycodestyle, pyflakes, import order, bugbear ([tool.ruff] in pyproject.toml); seconds, so it goes first
+lint: $(DEPS_STAMP)
+	$(PY) -m ruff check .
+
+test: lint setup
 	$(PY) -m pytest
 
 test-slow: setup

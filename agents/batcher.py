@@ -68,8 +68,8 @@ class GenerationBatcher:
             for sampling, reqs in groups.items():
                 try:
                     listeners = [r.on_token for r in reqs]
-                    on_token = None if not any(listeners) else (
-                        lambda row, token: listeners[row] is not None and listeners[row](token))
+                    on_token = None if not any(listeners) else (  # B023: it is called within this iteration
+                        lambda row, token: listeners[row] is not None and listeners[row](token))  # noqa: B023
                     with self._lock:
                         outs = self.policy.sample_ids([r.prompt_ids for r in reqs], sampling,
                                                       [r.seed for r in reqs], on_token=on_token)

@@ -76,6 +76,21 @@ class Engine:
         except ValueError as e:
             raise BadRequest(str(e)) from None
 
+    @staticmethod
+    def _starts(start, n: int) -> list[int] | None:
+        """`logprob_start_len` per prompt: one integer for all, or (as SGLang takes it) one per prompt
+        of a batch, so a trainer scores many (prompt, response) pairs in one padded forward pass.
+        None (or a negative start) asks for no input logprobs."""
+        if start is None:
+            return None
+        if isinstance(start, list):
+            if len(start) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in start):
+                raise BadRequest(f"logprob_start_len: a list needs one integer per prompt ({n})")
+            return start if all(x >= 0 for x in start) else None
+        if not isinstance(start, int) or isinstance(start, bool):
+            raise BadRequest("logprob_start_len must be an integer or a list of them")
+        return [start] * n if start >= 0 else None
+
     def _meta(self, prompt: list[int], out_ids: list[int], finish: str | None) -> dict:
         return {"id": uuid.uuid4().hex, "prompt_tokens": len(prompt), "completion_tokens": len(out_ids),
                 "weight_version": self.weight_version, "finish_reason": finish and {"type": finish}}
@@ -88,9 +103,9 @@ class Engine:
         futures = [self.batcher.submit(p, s, seed) if s.max_new_tokens > 0 else None  # 0: scoring only
                    for p, s, seed in zip(batch, samplings, seeds)]
         outs = [([], [], "length") if f is None else f.result() for f in futures]
+        starts = self._starts(start, len(batch))
         inputs = None
-        if want_lp and (start is not None and start >= 0):
-            starts = [start] * len(batch)
+        if want_lp and starts is not None:
             with self.batcher.locked():
                 inputs = self.policy.input_logprobs(batch, starts, top_k)
         results = []
@@ -100,7 +115,7 @@ class Engine:
                 meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(out_lps, out_ids)]
                 if inputs is not None:
                     lps, tops = inputs[i]
-                    toks = batch[i][max(0, start):]
+                    toks = batch[i][max(0, starts[i]):]
                     meta["input_token_logprobs"] = [[lp, t, None] for lp, t in zip(lps, toks)]
                     if top_k:
                         meta["input_top_logprobs"] = [[[lp, t, None] for lp, t in row] for row in tops]

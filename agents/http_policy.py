@@ -72,6 +72,9 @@ class HTTPPolicy:
         self.model_name = model_name
         self.timeout_s = timeout_s
         self._session = requests.Session()
+        # one connection per episode in flight (parallel=16 on the chat env): the default pool of 10
+        # drops and reopens the rest, with a warning per request
+        self._session.mount("http://", requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64))
 
     def _post(self, route: str, body: dict):
         try:
@@ -144,22 +147,25 @@ class HTTPPolicy:
                 yield reply.text, None
         raise ServerError(f"{self.url}/generate: the stream ended without a finished reply")
 
-    def score_many(self, pairs: list[tuple[list[int], list[int]]], top_k: int = 0):
+    def score_many(self, pairs: list[tuple[list[int], list[int]]], top_k: int = 0, chunk: int = 16):
         """log p(response | prompt) per response token for each (prompt_ids, response_ids) pair, as
-        SGLang computes it: max_new_tokens 0, logprob_start_len at the response start. With top_k,
-        also the top-k (logprob, id) pairs per position."""
+        SGLang computes it: max_new_tokens 0, logprob_start_len at each response's start (a list, one
+        per prompt, so `chunk` pairs go in one batched request). With top_k, also the top-k
+        (logprob, id) pairs per position."""
         results = []
-        for prompt, resp in pairs:  # one request per pair: logprob_start_len differs per pair
-            body = {"input_ids": prompt + resp, "return_logprob": True, "logprob_start_len": len(prompt),
+        for at in range(0, len(pairs), chunk):
+            part = pairs[at: at + chunk]
+            body = {"input_ids": [p + r for p, r in part], "return_logprob": True,
+                    "logprob_start_len": [len(p) for p, _ in part],
                     "sampling_params": {"max_new_tokens": 0, "temperature": 1.0}}
             if top_k:
                 body["top_logprobs_num"] = top_k
-            o = self._post("/generate", body)
-            lps = [float(x[0]) for x in o["meta_info"]["input_token_logprobs"]]
-            if len(lps) != len(resp):
-                raise ServerError(f"scoring returned {len(lps)} logprobs for {len(resp)} tokens")
-            tops = o["meta_info"].get("input_top_logprobs") if top_k else None
-            results.append((lps, [[(float(a), int(b)) for a, b, _ in row] for row in tops] if tops else None))
+            for (_, resp), o in zip(part, self._post("/generate", body)):
+                lps = [float(x[0]) for x in o["meta_info"]["input_token_logprobs"]]
+                if len(lps) != len(resp):
+                    raise ServerError(f"scoring returned {len(lps)} logprobs for {len(resp)} tokens")
+                tops = o["meta_info"].get("input_top_logprobs") if top_k else None
+                results.append((lps, [[(float(a), int(b)) for a, b, _ in row] for row in tops] if tops else None))
         return results
 
     def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:

@@ -21,18 +21,25 @@ def wheel_gguf_path(package: str, filename: str) -> Path:
     return path
 
 
+def cached_path(source: str, cache_dir: str | os.PathLike, *, package: str | None = None) -> Path | None:
+    """The directory `ensure_cached` returns without converting anything, or None (where it would
+    convert, or fail)."""
+    path = Path(source).expanduser() if package is None else Path(cache_dir).expanduser() / source
+    ready = (path / "config.json").exists() and (package is None or any(path.glob("*.safetensors")))
+    return path if ready else None
+
+
 def ensure_cached(source: str, cache_dir: str | os.PathLike, *, package: str | None = None,
                   gguf_file: str | None = None) -> Path:
     """Return a directory `from_pretrained` can load. A local model dir is used as is; a GGUF from a
     wheel is converted once into `cache_dir` (atomically: a killed conversion leaves nothing)."""
+    ready = cached_path(source, cache_dir, package=package)
+    if ready is not None:
+        return ready
     if package is None:
         path = Path(source).expanduser()
-        if not (path / "config.json").exists():
-            raise FileNotFoundError(f"model path {path} has no config.json (no download at run time)")
-        return path
+        raise FileNotFoundError(f"model path {path} has no config.json (no download at run time)")
     target = Path(cache_dir).expanduser() / source
-    if (target / "config.json").exists() and any(target.glob("*.safetensors")):
-        return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = wheel_gguf_path(package, gguf_file)

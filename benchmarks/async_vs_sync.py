@@ -45,7 +45,8 @@ def main() -> None:
         samples, elapsed = sum(x["samples"] for x in log), log[-1]["elapsed_s"]
         episodes = sum(x["episodes"] for x in log)
         rate[name] = samples / elapsed
-        print(f"{name:5s}: {samples} samples trained in {elapsed:.1f} s ({rate[name]:.3f}/s), {episodes} episodes rolled out")
+        print(f"{name:5s}: {samples} samples trained in {elapsed:.1f} s ({rate[name]:.3f}/s), "
+              f"{episodes} episodes rolled out")
     dropped = sum(x["dropped_stale"] for x in asyn)
     waited = sum(x["trainer_wait_s"] for x in asyn)
     print(f"async: {dropped} stale samples dropped; the trainer waited {waited:.1f} s for samples in all")

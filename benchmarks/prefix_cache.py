@@ -47,7 +47,8 @@ def episode_steps(policy, work) -> float:
     for msgs, tools in work:
         first = render_prompt_ids(policy.tokenizer, msgs, tools)
         replies = policy.sample_ids([first] * GROUP)
-        second = [render_prompt_ids(policy.tokenizer, [*msgs, {"role": "assistant", "content": policy.tokenizer.decode(ids)},
+        second = [render_prompt_ids(policy.tokenizer, [*msgs, {"role": "assistant",
+                                                               "content": policy.tokenizer.decode(ids)},
                                                        {"role": "user", "content": TOOL_RESULT}], tools)
                   for ids, _, _ in replies]
         policy.sample_ids(second)

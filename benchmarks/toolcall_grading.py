@@ -78,8 +78,11 @@ def variants(task) -> list[str]:
 def bfcl_grader():
     """bfcl-eval's own per-entry grading of a raw reply (decode with its Qwen FC handler, check)."""
     from bfcl_eval.constants.enums import Language, ReturnFormat
-    from bfcl_eval.eval_checker.eval_runner import (_evaluate_single_ast_entry, _evaluate_single_relevance_entry,
-                                                    get_handler)
+    from bfcl_eval.eval_checker.eval_runner import (
+        _evaluate_single_ast_entry,
+        _evaluate_single_relevance_entry,
+        get_handler,
+    )
 
     handler = get_handler("Qwen/Qwen3-8B-FC")  # its decoder reads <tool_call>{json}</tool_call>
 

@@ -42,16 +42,19 @@ def main() -> None:
 
     def outcome_step():
         adv = [1.0, -1.0, 1.0, -1.0]
-        return ppo_update(model, opt, [Sample(p, r, o, [a] * RESP) for p, r, o, a in zip(prompts, resps, old, adv)], upd)
+        samples = [Sample(p, r, o, [a] * RESP) for p, r, o, a in zip(prompts, resps, old, adv)]
+        return ppo_update(model, opt, samples, upd)
 
     def prm_step():
         adv = [0.5, -1.2, 0.3, 0.4]
-        return ppo_update(model, opt, [Sample(p, r, o, [a] * RESP) for p, r, o, a in zip(prompts, resps, old, adv)], upd)
+        samples = [Sample(p, r, o, [a] * RESP) for p, r, o, a in zip(prompts, resps, old, adv)]
+        return ppo_update(model, opt, samples, upd)
 
     def opd_step():
         with torch.inference_mode():
             t_lps = teacher.input_logprobs([h + r for h, r in zip(hinted, resps)], [len(h) for h in hinted])
-        samples = [Sample(p, r, o, [t - x for t, x in zip(tl, o)]) for p, r, o, (tl, _) in zip(prompts, resps, old, t_lps)]
+        samples = [Sample(p, r, o, [t - x for t, x in zip(tl, o)])
+                   for p, r, o, (tl, _) in zip(prompts, resps, old, t_lps)]
         return ppo_update(model, opt, samples, upd)
 
     times = {"outcome": [], "prm": [], "opd": []}

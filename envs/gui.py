@@ -36,8 +36,15 @@ from .gui_a11y import diff_trees, parse_tree
 from .gui_actions import GUIAction, parse_reply
 from .gui_apps import STATE_JS, check, load_app_tasks
 from .gui_browser import BrowserDied, BrowserHost, BrowserOptions
-from .gui_miniwob import (HIDE_CHROME_CSS, METADATA_JS, START_JS, html_dir, is_success, load_miniwob_tasks,
-                          window_and_clip)
+from .gui_miniwob import (
+    HIDE_CHROME_CSS,
+    METADATA_JS,
+    START_JS,
+    html_dir,
+    is_success,
+    load_miniwob_tasks,
+    window_and_clip,
+)
 from .gui_page import ActionError, PageSession
 from .gui_server import StaticServer
 from .gui_solvers import MINIWOB_SOLVERS, SolverError, StepsSolver

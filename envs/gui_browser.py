@@ -142,10 +142,11 @@ class BrowserHost:
         fut = asyncio.run_coroutine_threadsafe(self._tracked(fn, *args), loop)
         try:
             return fut.result(timeout or self.options.call_timeout_s)
-        except concurrent.futures.TimeoutError:
+        except concurrent.futures.TimeoutError as e:
             fut.cancel()
             self.kill()  # a hung browser is replaced at the next open_tab
-            raise BrowserDied(f"the browser did not answer within {timeout or self.options.call_timeout_s:.0f} s")
+            waited = timeout or self.options.call_timeout_s
+            raise BrowserDied(f"the browser did not answer within {waited:.0f} s") from e
         except PlaywrightError as e:
             if not self.connected or "has been closed" in str(e) or "Target closed" in str(e):
                 raise BrowserDied(f"the browser died: {str(e).splitlines()[0]}") from e

@@ -41,8 +41,8 @@ START_JS = """async ([seed, maxMs, mode, css]) => {
   return {ready: !!WOB_TASK_READY, utterance: (u && typeof u === 'object') ? u.utterance : u};
 }"""
 
-METADATA_JS = """() => ({done: WOB_DONE_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL,
-                      env_reward: WOB_REWARD_GLOBAL, reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)})"""
+METADATA_JS = """() => ({done: WOB_DONE_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL, env_reward: WOB_REWARD_GLOBAL,
+                      reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON)})"""
 
 
 def html_dir() -> Path:

@@ -142,7 +142,7 @@ def grade_patch(image: str, instance: dict[str, Any], patch: str, *, sandbox: Sa
     if res.patch_exists:
         files[PATCH_FILE] = patch.encode()
     try:
-        for attempt in (1, 2):
+        for _attempt in (1, 2):
             code, out, complete, t_run = _run_in_fresh_container(image, cfg, files, res.patch_exists, spec,
                                                                  run_id, client, timeout_s)
             if complete:

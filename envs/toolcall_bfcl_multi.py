@@ -24,7 +24,7 @@ from typing import Any
 from harness.types import NextState, Task
 
 from .toolcall_bfcl import answers, entries, render_messages, specs
-from .toolcall_bfcl import tools_for  # noqa: F401  (the same tool conversion as single-turn)
+from .toolcall_bfcl import tools_for as tools_for  # re-exported (`x as x`): the tool conversion of single-turn
 from .toolcall_episode import ParsingEpisode, Turn, call_key, end_turn, error_turn
 from .toolcall_parse import ToolCall, render_calls, render_tool_responses
 from .toolcall_validate import check_calls

@@ -15,7 +15,8 @@ import threading
 from harness.types import NextState, Task
 
 from .toolcall_bfcl import NO_CALL_EXPECTED
-from .toolcall_bfcl import reference_actions, tools_for  # noqa: F401  (the env finds them here)
+from .toolcall_bfcl import reference_actions as reference_actions  # re-exported (`x as x`): the env
+from .toolcall_bfcl import tools_for as tools_for  # finds both here
 from .toolcall_bfcl_check import EntryInputs, check_single, checked, entry_inputs
 from .toolcall_episode import Turn
 from .toolcall_parse import render_tool_responses, scan_calls

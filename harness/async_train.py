@@ -115,8 +115,8 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
                   f"(staleness <= {max(r.staleness)}, {r.dropped_stale} stale dropped), "
                   f"loss {r.stats.get('loss', 0):.4f}, waited {r.wait_s:.1f} s for samples")
 
-        loops = AsyncLoops(produce=produce, judge=judge, update=update, publish=tr.publish, workers=max(1, cfg.parallel),
-                           batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
+        loops = AsyncLoops(produce=produce, judge=judge, update=update, publish=tr.publish,
+                           workers=max(1, cfg.parallel), batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
                            version=state["iteration"] + 1, next_group=state["groups_started"],
                            judges=tc.judge_workers)
         remaining = tc.iterations - (state["iteration"] + 1)

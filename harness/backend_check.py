@@ -44,7 +44,8 @@ def _needs(state: dict, key: str):
     return state[key]
 
 
-def _sampling(policy: HTTPPolicy, max_new_tokens: int, temperature: float, stop: tuple[str, ...] = ()) -> SamplingConfig:
+def _sampling(policy: HTTPPolicy, max_new_tokens: int, temperature: float,
+              stop: tuple[str, ...] = ()) -> SamplingConfig:
     return SamplingConfig(max_new_tokens, temperature, 1.0, policy.sampling.max_prompt_tokens, stop=stop)
 
 

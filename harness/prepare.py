@@ -49,10 +49,10 @@ def prepare_model() -> None:
 
 
 def print_leaderboard(last: int = 10) -> None:
-    from .report import console
     from rich.table import Table
 
     from .leaderboard import read_rows
+    from .report import console
 
     cfg = compose()
     path = Path(cfg.paths.results_dir) / "leaderboard.csv"

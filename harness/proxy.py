@@ -38,8 +38,15 @@ from .async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from .async_train import AsyncTrainConfig, record_update
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import typed
-from .openai_wire import (BadRequest, EventStream, completion, offered_tools, plain_messages,
-                          refuse_what_cannot_be_honoured, shown_so_far)
+from .openai_wire import (
+    BadRequest,
+    EventStream,
+    completion,
+    offered_tools,
+    plain_messages,
+    refuse_what_cannot_be_honoured,
+    shown_so_far,
+)
 from .session_journal import SessionJournal
 from .sessions import SessionBook, turn_type_of
 from .train import Training, start_training
@@ -98,7 +105,8 @@ class Proxy:
             raise BadRequest(str(e)) from None
         try:
             return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
-                                  float(_given(body, "temperature", s.temperature)), float(_given(body, "top_p", s.top_p)),
+                                  float(_given(body, "temperature", s.temperature)),
+                                  float(_given(body, "top_p", s.top_p)),
                                   s.max_prompt_tokens, stop=stop)
         except (TypeError, ValueError) as e:
             raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
@@ -333,7 +341,8 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
               f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
         if not tc.api_key and tc.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"[proxy] warning: {tc.host} is reachable from other machines and no mode.api_key is set "
-                  "(NEXTSTATE_PROXY_API_KEY): anyone who can reach it can train this model", file=sys.stderr, flush=True)
+                  "(NEXTSTATE_PROXY_API_KEY): anyone who can reach it can train this model", file=sys.stderr,
+                  flush=True)
         remaining = tc.iterations - (state["iteration"] + 1) if tc.iterations else 10**12
         if remaining > 0:
             loops.run(remaining, on_update)

@@ -127,7 +127,8 @@ def read_baselines(path: Path) -> dict[tuple[str, str], dict]:
             try:
                 row["value"] = _parse(row["baseline"])
             except (TypeError, ValueError):
-                raise SystemExit(f"{path}: line {reader.line_num}: baseline {row['baseline']!r} is not a number") from None
+                raise SystemExit(f"{path}: line {reader.line_num}: baseline {row['baseline']!r} "
+                                 "is not a number") from None
             out[(row["check"], row["metric"])] = row
         return out
 

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .atomic import save_figure_atomic, write_text_atomic
-from .leaderboard_report import (ENV_COLUMNS, NA, Entry, Stat, aggregate, by_env, env_table, overall_table,
-                                 validate)
+from .leaderboard_report import ENV_COLUMNS, NA, Entry, Stat, aggregate, by_env, env_table, overall_table, validate
 
 
 @dataclass
@@ -101,7 +100,8 @@ def _html_table(table: list[list[str]], table_id: str) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in table[0])
     body = "\n".join("<tr>" + "".join(f'<td class="{"na" if c == NA else ""}">{html.escape(c)}</td>' for c in row)
                      + "</tr>" for row in table[1:])
-    return f'<table class="leaderboard" id="{table_id}">\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>'
+    return (f'<table class="leaderboard" id="{table_id}">\n<thead><tr>{head}</tr></thead>\n'
+            f'<tbody>\n{body}\n</tbody>\n</table>')
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}

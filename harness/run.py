@@ -59,7 +59,7 @@ def main(cfg: DictConfig) -> dict:
     run_config(cfg)
     run_dir = run_dir_of(cfg)
     check_resumable(cfg, run_dir)
-    if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model":
+    if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model" and "_target_" not in cfg.agent:
         raise SystemExit(f"unknown agent {cfg.agent.name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
     try:
         removed = reap_orphans(docker_client())
@@ -103,8 +103,9 @@ def main(cfg: DictConfig) -> dict:
             policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
                                                       cfg.paths.cache_dir, log_path=run_dir / "server.log"))
         tasks = select_tasks(pool.get(), cfg.limit, cfg.get("exclude_tags"))
+        make_agent = agent_factory(cfg.agent.name, policy, OmegaConf.to_container(cfg.agent, resolve=True))
         result = evaluate(
-            pool, agent_factory(cfg.agent.name, policy), tasks, run_dir=run_dir,
+            pool, make_agent, tasks, run_dir=run_dir,
             system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
             leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
             row_fields={"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "split": cfg.split,

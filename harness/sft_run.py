@@ -66,7 +66,8 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
         for t in demos:
             append_jsonl(run_dir / "demos.jsonl", t.to_dict())
         tokenizer = AutoTokenizer.from_pretrained(init_path)
-        samples = sft_samples(demos, tokenizer, lambda tid: env.tools_for(env._by_id[tid]) if hasattr(env, "_by_id") else None,
+        samples = sft_samples(demos, tokenizer,
+                              lambda tid: env.tools_for(env._by_id[tid]) if hasattr(env, "_by_id") else None,
                               render_prompt_ids)
         policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
                                                   path=init_path, log_path=run_dir / "server.log"))
@@ -86,7 +87,7 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
         model = AutoModelForCausalLM.from_pretrained(init_path)
         nll_before = mean_nll(model, samples)
         losses = sft_train(model, samples, sc, cfg.seed,
-                           log=lambda e, l: print(f"[sft] epoch {e + 1}/{sc.epochs}: loss {l:.4f}"))
+                           log=lambda e, loss: print(f"[sft] epoch {e + 1}/{sc.epochs}: loss {loss:.4f}"))
         nll_after = mean_nll(model, samples)
         out_dir = run_dir / "model"
         model.save_pretrained(out_dir, safe_serialization=True)
@@ -106,9 +107,11 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
         "split": "test", "agent": "model", "model": model_cfg.name, "signal": "sft", "seed": cfg.seed,
         "n_tasks": len(test_tasks), "success_rate": round(after["success_rate"], 4),
         "mean_steps": round(after["mean_steps"], 2), "infra_failures": after["infra_failures"],
-        "tokens": sum(len(s.response_ids) for s in samples), "wall_s": metrics["wall_s"], "cpu_s": metrics["cpu_s"], "run_dir": str(run_dir),
-        "git_commit": git_commit(), "train_samples": len(samples), "success_before": round(before["success_rate"], 4),
-        "success_after": round(after["success_rate"], 4), "delta": round(metrics["delta"], 4)})
-    print(f"[sft] {len(samples)} samples from {len(demos)} oracle demos; train NLL {nll_before:.3f} -> {nll_after:.3f}; "
+        "tokens": sum(len(s.response_ids) for s in samples), "wall_s": metrics["wall_s"], "cpu_s": metrics["cpu_s"],
+        "run_dir": str(run_dir), "git_commit": git_commit(), "train_samples": len(samples),
+        "success_before": round(before["success_rate"], 4), "success_after": round(after["success_rate"], 4),
+        "delta": round(metrics["delta"], 4)})
+    print(f"[sft] {len(samples)} samples from {len(demos)} oracle demos; "
+          f"train NLL {nll_before:.3f} -> {nll_after:.3f}; "
           f"test success {before['success_rate']:.3f} -> {after['success_rate']:.3f}; model: {out_dir}")
     return metrics

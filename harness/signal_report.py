@@ -47,7 +47,8 @@ def _from_csv(path: Path) -> list[dict]:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     if rows and set(COLUMNS) - set(rows[0]):
-        raise SystemExit(f"error: {path} is not a signal_comparison.csv (missing {sorted(set(COLUMNS) - set(rows[0]))})")
+        missing = sorted(set(COLUMNS) - set(rows[0]))
+        raise SystemExit(f"error: {path} is not a signal_comparison.csv (missing {missing})")
     ints, floats = ("seed", "train_samples", "judge_votes", "hints_accepted"), (*METRICS, "cpu_s", "wall_s")
     return [{**r, **{k: int(r[k]) for k in ints},
              **{k: (float(r[k]) if r[k] not in ("", "None") else None) for k in floats}} for r in rows]
@@ -129,7 +130,8 @@ def markdown(runs: list[dict], before: dict | None) -> str:
         lines.append(f"| {sig} | {fb} | {len(rs)} | " + " | ".join(cells) + f" | {samples:.1f} | {cpu_cell} |")
     lines += ["", "Paired difference vs outcome (same seed): mean over seeds ± half-width of its 95% t-interval "
               "(per-seed values)", "",
-              "| signal | feedback | " + " | ".join(f"Δ {k}" for k in METRICS) + " |", "|" + "---|" * (len(METRICS) + 2)]
+              "| signal | feedback | " + " | ".join(f"Δ {k}" for k in METRICS) + " |",
+              "|" + "---|" * (len(METRICS) + 2)]
     for (sig, fb), d in sorted(paired(runs).items()):
         lines.append(f"| {sig} | {fb} | " + " | ".join(_fmt(d[k]) for k in METRICS) + " |")
     total_cpu = sum(r["cpu_s"] or 0 for r in runs)

@@ -35,14 +35,14 @@ from trainers.update import UpdateConfig, ppo_update
 
 from .atomic import append_jsonl, read_jsonl, write_json_atomic
 from .config import ModelConfig, check_ranges, model_config, typed
-from .evaluate import EnvPool, git_commit, run_episodes, summarize
-from .judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint, teacher_messages
 from .cpu_time import cpu_seconds
 from .curriculum import filter_tasks, max_steps_at, without_tags
 from .eval_cache import EvalCache
+from .evaluate import EnvPool, git_commit, run_episodes, summarize
+from .judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint, teacher_messages
 from .judge_accuracy import judge_accuracy
-from .oracle_judge import OracleHints, OracleJudge
 from .leaderboard import append_row
+from .oracle_judge import OracleHints, OracleJudge
 from .policy_factory import model_path, serve_policy
 from .sweep_plot import write_sweep_plot
 from .train_plot import write_train_plot
@@ -126,26 +126,34 @@ def _judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_
                      tools_of, salt: int) -> dict:
     """Fill in votes (PRM) and teacher logprobs (OPD) on the steps; return counts for the log.
     `judge.votes(steps)` and `hinter(judged_steps)` come from the model judge or the oracles."""
-    info = {"judge_votes": 0, "hints_accepted": 0, "steps": len(steps)}
+    info = {"judge_votes": 0, "hints_accepted": 0, "steps": len(steps), "judge_s": 0.0, "hints_s": 0.0,
+            "teacher_s": 0.0}
     if not steps:
         return info
     plain = [st.step for st in steps]
+    t0 = time.monotonic()
     if signal.use_prm:
         for st, j in zip(steps, judge.votes(plain, salt=salt)):
             st.judgement = j
             info["judge_votes"] += sum(v is not None for v in j.votes)
+    t1 = time.monotonic()
+    info["judge_s"] = round(t1 - t0, 2)
     if signal.use_opd:
         hints = hinter(steps)
+        t2 = time.monotonic()
+        info["hints_s"] = round(t2 - t1, 2)
         pairs, hinted = [], []
         for st, hint in zip(steps, hints):
             if hint:
                 msgs = teacher_messages(st.step, hint, hints_cfg.teacher_suffix)
                 pairs.append((teacher.prompt_ids(msgs, tools_of(st.group)), st.response_ids))
                 hinted.append((st, hint))
-        for (st, hint), (lps, _) in zip(hinted, teacher.score_many(pairs) if pairs else []):
-            st.teacher_logprobs = lps
+        scored = teacher.score_many(pairs, top_k=signal.opd_topk) if pairs else []
+        for (st, hint), (lps, top) in zip(hinted, scored):
+            st.teacher_logprobs, st.teacher_top = lps, top
             st.step.info["hint"] = hint
         info["hints_accepted"] = len(hinted)
+        info["teacher_s"] = round(time.monotonic() - t2, 2)
     return info
 
 
@@ -255,7 +263,8 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if hints_cfg.name not in HINTERS:
         raise SystemExit(f"hints={hints_cfg.name} is unknown ({' | '.join(HINTERS)})")
     check_training_ranges(tc, judge_cfg, hints_cfg)
-    if not with_env and ((signal.use_prm and judge_cfg.name == "oracle") or (signal.use_opd and hints_cfg.name == "oracle")):
+    reads_labels = (signal.use_prm and judge_cfg.name == "oracle") or (signal.use_opd and hints_cfg.name == "oracle")
+    if not with_env and reads_labels:
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
     needs_frozen = ((signal.use_prm and judge_cfg.name != "oracle") or (signal.use_opd and hints_cfg.name == "model")
                     or (signal.use_opd and tc.teacher == "frozen") or tc.kl_coef > 0)
@@ -341,13 +350,19 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
             batch = [t for t in chosen for _ in range(tc.group_size)]
             tr.policy.sampling = tr.roll_sampling
             pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, tr.env_cfg.max_steps))
+            t0 = time.monotonic()
             trajs = run_episodes(
-                pool, lambda i: tr.rollout_agent(hash((cfg.seed, it, i))),
+                pool, lambda i, it=it: tr.rollout_agent(hash((cfg.seed, it, i))),
                 batch, system_prompt=tr.env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
                 progress=cfg.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
+            t1 = time.monotonic()
             samples, steps, info = tr.samples(trajs, salt=it)
+            t2 = time.monotonic()
             stats = tr.update(samples, seed=hash((cfg.seed, it)))
+            t3 = time.monotonic()
             tr.publish()
+            info.update(rollout_s=round(t1 - t0, 2), signal_s=round(t2 - t1, 2), update_s=round(t3 - t2, 2),
+                        publish_s=round(time.monotonic() - t3, 2))
             state["iteration"] = it
             tr.count(trajs, len(samples), steps, info)
             log = {"iteration": it, "elapsed_s": round(time.monotonic() - loop_start, 2), "episodes": len(trajs),
@@ -355,9 +370,10 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
                    "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)), **info, **stats}
             pool.set_max_steps(tr.env_cfg.max_steps)  # evaluation always uses the env's own limit
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
+                t4 = time.monotonic()
                 mid = tr.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
                 state["curve"].append([state["train_episodes"], mid["success_rate"]])
-                log["eval_success"] = mid["success_rate"]
+                log.update(eval_success=mid["success_rate"], eval_s=round(time.monotonic() - t4, 2))
             append_jsonl(tr.log_file, log)
             tr.checkpoint()
             print(f"[train] it {it + 1}/{tc.iterations}: {len(samples)} samples, loss {stats.get('loss', 0):.4f}, "

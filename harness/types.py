@@ -155,3 +155,7 @@ class Sample:
     group: str = ""
     step_index: int = 0
     ref_logprobs: list[float] | None = None
+    # top-K OPD: per response token, the hinted teacher's K most likely (logprob, token id); the update
+    # then adds w_opd * reverse KL to that distribution (trainers/losses.topk_reverse_kl)
+    teacher_top: list[list[tuple[float, int]]] | None = None
+    opd_weight: float = 0.0

@@ -1,11 +1,13 @@
 """The GUI env's pure parts, no browser: the action language, the tree rendering and its diff,
-the app success check."""
+the app success check, the task suites."""
 import pytest
 
 from envs.gui_a11y import RefTable, diff_trees, parse_tree, refs_in, render_tree
 from envs.gui_actions import GUIAction, parse_reply
-from envs.gui_apps import check
+from envs.gui_apps import check, load_app_tasks
 from envs.gui_browser import DISABLED_FEATURES, launch_args, playwright_disabled_features
+from envs.gui_miniwob import html_dir, load_miniwob_tasks
+from harness.config import REPO_ROOT
 
 
 @pytest.mark.parametrize("reply, want", [
@@ -141,3 +143,13 @@ def test_launch_args_merge_disabled_features():
     merged = flags[0].split("=", 1)[1].split(",")
     assert set(merged) == {*defaults, "Foo", "Bar", *DISABLED_FEATURES} and len(merged) == len(set(merged))
     assert ignore == ["--disable-features=" + ",".join(defaults)]  # Playwright's own flag, dropped
+
+
+def test_suites_are_complete():
+    miniwob = load_miniwob_tasks("train")
+    apps = load_app_tasks(REPO_ROOT / "envs" / "tasks" / "gui", split=None)
+    pages = {p.stem for p in (html_dir() / "miniwob").glob("*.html")}
+    assert {t.task_id for t in miniwob} >= pages and len(pages) >= 125
+    assert {"flight.AA", "flight.Alaska"} <= {t.task_id for t in miniwob}
+    assert len({t.tags[1] for t in apps}) >= 10 and len(apps) >= 10
+    assert all(t.data["solution"] and t.data["expect"] for t in apps)

@@ -1,8 +1,7 @@
 """Judge parsing and voting on crafted outputs; hint selection; teacher context; judge accuracy."""
 import pytest
 
-from harness.judge import (aggregate_votes, best_hint, fill, parse_hint, parse_vote, render,
-                           teacher_messages)
+from harness.judge import aggregate_votes, best_hint, fill, parse_hint, parse_vote, render, teacher_messages
 from harness.judge_accuracy import judge_accuracy
 from harness.types import NextState, Step
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from agents.transformers_policy import TransformersPolicy
 from harness.config import ModelConfig, typed
 from harness.leaderboard import read_rows
-from agents.transformers_policy import TransformersPolicy
 from harness.policy_factory import model_path, sampling_of
 
 pytestmark = pytest.mark.model

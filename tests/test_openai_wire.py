@@ -81,8 +81,10 @@ def test_the_history_reads_back_as_the_calls_the_policy_wrote():
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]}])
     assert scan_calls(no_text[0]["content"]) == ([("f", {})], "", None)
     for bad, why in (([{"role": "assistant", "tool_calls": [{"function": {}}]}], r"tool_calls\[0\] must be an object"),
-                     ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}], "not JSON"),
-                     ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}], "JSON object"),
+                     ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}],
+                      "not JSON"),
+                     ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}],
+                      "JSON object"),
                      ([{"role": "assistant", "tool_calls": "f()"}], "must be a list")):
         with pytest.raises(BadRequest, match=why):
             plain_messages(bad)
@@ -105,7 +107,8 @@ def test_a_completion_closes_its_stream_with_the_rest_its_calls_and_its_finish()
     events = [e[len("data: "):] for e in raw.split("\n\n") if e]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
-    assert {c["object"] for c in chunks} == {"chat.completion.chunk"} and {c["id"] for c in chunks} == {stream.head["id"]}
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert {c["id"] for c in chunks} == {stream.head["id"]}
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert deltas[0]["role"] == "assistant"
     assert "".join(d.get("content") or "" for d in deltas) == "Let me look."
@@ -184,7 +187,8 @@ def test_the_openai_client_reads_the_proxys_refusals(served):
         client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], n=2)
     with pytest.raises(openai.BadRequestError, match="function.arguments is not JSON"):
         client.chat.completions.create(model="scripted", messages=[
-            {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{"}}]}])
+            {"role": "assistant",
+             "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{"}}]}])
     proxy.gate.pause()
     with pytest.raises(openai.APIStatusError) as e:
         client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], stream=True)
@@ -217,7 +221,8 @@ def test_with_an_api_key_set_only_clients_that_send_it_are_served(served):
     with pytest.raises(openai.AuthenticationError):
         client.models.list()
     keyed = client.with_options(api_key="s3cret")
-    assert keyed.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}]).choices[0].message.content == "hello"
+    answer = keyed.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}])
+    assert answer.choices[0].message.content == "hello"
     assert [m.id for m in keyed.models.list()] == ["scripted"]
     assert proxy.served == 1
 

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
+from envs.sandboxed import render_next_state
 from envs.spaces import FreeText
 from envs.task_formats import TaskFormatError, load_suite, load_task_dir
-from envs.sandboxed import render_next_state
 from envs.terminal_actions import parse_action
 from harness.types import NextState, Step, Trajectory
 

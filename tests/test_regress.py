@@ -18,7 +18,8 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_tolerance_kinds_and_not_available_values():
-    exact, band, equals, above = (Tolerance.parse(s, "t") for s in ("exact", {"band": 0.25}, {"equals": 1}, {"above": 0}))
+    exact, band, equals, above = (Tolerance.parse(s, "t")
+                                  for s in ("exact", {"band": 0.25}, {"equals": 1}, {"above": 0}))
     assert exact.holds(2.0, 2.0) and not exact.holds(2.0, 2.5)
     assert band.holds(0.5, 0.75) and band.holds(0.5, 0.25) and not band.holds(0.5, 0.8)
     assert equals.holds(None, 1.0) and equals.holds(0.0, 1.0) and not equals.holds(1.0, 0.75)
@@ -66,15 +67,18 @@ def test_compare_names_what_is_wrong():
     cfg = _cfg()
     base = {("train_smoke", "prm.train_samples"): {"value": 4.0, "overrides": "a=1"},
             ("train_smoke", "prm.loss_drop"): {"value": 0.2, "overrides": "a=1"}}
-    ok = compare(cfg, CheckRun("terminal", "train_smoke", ["a=1"], {"prm.train_samples": 5, "prm.loss_drop": 0.1}, 1), base, Path("b.csv"))
+    def check(overrides, values, error=None):
+        return compare(cfg, CheckRun("terminal", "train_smoke", overrides, values, 1, error=error), base, Path("b.csv"))
+
+    ok = check(["a=1"], {"prm.train_samples": 5, "prm.loss_drop": 0.1})
     assert all(r.ok for r in ok)
-    bad = compare(cfg, CheckRun("terminal", "train_smoke", ["a=1"], {"prm.train_samples": 6, "prm.loss_drop": -0.01}, 1), base, Path("b.csv"))
+    bad = check(["a=1"], {"prm.train_samples": 6, "prm.loss_drop": -0.01})
     assert [r.ok for r in bad] == [False, False]
-    moved = compare(cfg, CheckRun("terminal", "train_smoke", ["a=2"], {"prm.train_samples": 4, "prm.loss_drop": 0.1}, 1), base, Path("b.csv"))
+    moved = check(["a=2"], {"prm.train_samples": 4, "prm.loss_drop": 0.1})
     assert not moved[0].ok and "other settings" in moved[0].note
-    new = compare(cfg, CheckRun("terminal", "train_smoke", ["a=1"], {"opd.train_samples": 4}, 1), base, Path("b.csv"))
+    new = check(["a=1"], {"opd.train_samples": 4})
     assert not new[0].ok and "--update" in new[0].note
-    failed = compare(cfg, CheckRun("terminal", "train_smoke", ["a=1"], {}, 1, error="exit 1; log: x"), base, Path("b.csv"))
+    failed = check(["a=1"], {}, error="exit 1; log: x")
     assert len(failed) == 1 and not failed[0].ok and failed[0].metric == "(run)"
 
 

@@ -1,6 +1,7 @@
 """`python -m harness.run` as a user runs it: run dirs, leaderboard rows, kill -9 and resume."""
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -28,7 +29,8 @@ def test_eval_run_writes_run_dir_and_leaderboard_row(tmp_path):
     header, rows = read_rows(tmp_path / "leaderboard.csv")
     assert len(rows) == 1
     row = rows[0]
-    assert (row["env"], row["agent"], row["split"], row["seed"], row["n_tasks"]) == ("terminal", "oracle", "test", "3", "2")
+    assert (row["env"], row["agent"], row["split"], row["seed"], row["n_tasks"]) == (
+        "terminal", "oracle", "test", "3", "2")
     assert float(row["success_rate"]) == 1.0 and row["infra_failures"] == "0"
     run_dir = Path(row["run_dir"])
     assert run_dir.name.endswith("__terminal__oracle__3")
@@ -123,34 +125,48 @@ def test_resuming_a_finished_run_files_no_second_row(tmp_path):
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1 and len(read_jsonl(run_dir / "trajectories.jsonl")) == 2
 
 
+# The oracle held at the start of each episode until a gate file lets it go (tests/fixtures/gated_agent.py)
+GATED_ORACLE = ["agent=oracle", "agent.name=gated_oracle",
+                "+agent._target_=tests.fixtures.gated_agent.GatedOracleAgent"]
+
+
 def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
     """Interrupted twice (the second time while resuming), each time the printed command names the
-    run's own dir and overrides, and running it finishes the run. One episode at a time: with four
-    at once (the default parallel=4), all four could land between two polls and leave nothing to
-    interrupt (CI saw exactly that)."""
+    run's own dir and overrides, and running it finishes the run. No race on the oracle's speed (the
+    plain oracle once finished all four tasks before the signal landed): the gated oracle lets each
+    process start one episode, so once that one is on disk the run is held in its next episode, and
+    the interrupt always lands mid-run. The gate opens only after the resume command is printed."""
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    command = [sys.executable, "-m", "harness.run", "progress=false", "agent=oracle", "split=train", "limit=4",
-               "parallel=1"]
-    run_dir = None
+    gate = tmp_path / "gate"
+    overrides = ["progress=false", *GATED_ORACLE, f"+agent.gate={gate}", "split=train", "limit=4", "parallel=1"]
+    command = [sys.executable, "-m", "harness.run", *overrides]
+    run_dir, done = None, 0
     for _ in range(2):
+        gate.write_text("1")
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)
-        runs = tmp_path / "runs"
-        before = len(read_jsonl(run_dir / "trajectories.jsonl")) if run_dir else 0
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            files = [run_dir / "trajectories.jsonl"] if run_dir else list(runs.glob("*/trajectories.jsonl"))
-            if files and files[0].exists() and len(read_jsonl(files[0])) > before:
+        while time.monotonic() < deadline and proc.poll() is None:
+            files = [run_dir / "trajectories.jsonl"] if run_dir else [*tmp_path.glob("runs/*/trajectories.jsonl")]
+            if files and files[0].exists() and len(read_jsonl(files[0])) > done:
                 run_dir = files[0].parent
                 break
             time.sleep(0.05)
-        assert run_dir is not None and len(read_jsonl(run_dir / "trajectories.jsonl")) < 4
+        assert proc.poll() is None and run_dir is not None, "the run ended or never finished an episode"
+        done += 1
+        assert len(read_jsonl(run_dir / "trajectories.jsonl")) == done < 4  # the next episode waits at the gate
         proc.send_signal(signal.SIGINT)
+        printed = None
+        for line in proc.stderr:  # the interrupt is handled once the resume command is printed ...
+            if "resume with: " in line:
+                printed = line.split("resume with: ")[1].strip()
+                break
+        gate.write_text("1000")  # ... then the held episode may go (into a closed env), and the process exits
         _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 130, err[-2000:]
-        printed = err.split("resume with: ")[1].splitlines()[0]
-        assert printed.endswith(f"resume={run_dir}") and "agent=oracle split=train limit=4 parallel=1" in printed
-        command = [sys.executable, *printed.split()[1:]]
+        assert proc.returncode == 130 and printed is not None, err[-2000:]
+        assert printed == shlex.join(["python", "-m", "harness.run", *overrides, f"resume={run_dir}"])
+        assert len(read_jsonl(run_dir / "trajectories.jsonl")) == done  # the held episode filed nothing
+        command = [sys.executable, *shlex.split(printed)[1:]]
     p = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     trajs = read_jsonl(run_dir / "trajectories.jsonl")

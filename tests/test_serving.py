@@ -54,7 +54,8 @@ def test_token_in_token_out_alignment(served):
     assert again.token_ids == gen.token_ids  # a seeded request replays exactly
     (lps, _), = served.score_many([(gen.prompt_token_ids, gen.token_ids)])
     assert max(abs(a - b) for a, b in zip(lps, gen.logprobs)) < 1e-3
-    hinted = served.prompt_ids([{"role": "user", "content": msgs[0]["content"] + "\n\n[user's hint / instruction]\nUse ls -la."}])
+    hint = "\n\n[user's hint / instruction]\nUse ls -la."
+    hinted = served.prompt_ids([{"role": "user", "content": msgs[0]["content"] + hint}])
     body = {"input_ids": hinted + gen.token_ids, "return_logprob": True, "logprob_start_len": len(hinted),
             "sampling_params": {"max_new_tokens": 0}}
     out = _post(served, "/generate", body).json()
@@ -255,3 +256,19 @@ def test_the_backend_preflight_passes_on_the_embedded_server_and_names_what_brea
     by_name = {c.name: c for c in run_checks(refusing)}
     assert by_name["batch generate"].status == "fail" and "sampling_seed" in by_name["batch generate"].seen
     assert by_name["scoring = rollout logprobs"].seen.startswith("skipped")
+
+
+def test_score_many_batches_pairs_of_different_lengths_with_a_start_per_prompt(served):
+    """A trainer scores all of an update's (teacher prompt, response) pairs in one request, with
+    SGLang's per-prompt `logprob_start_len` list: each pair's logprobs (and top-k) equal scoring it alone."""
+    msgs = [[{"role": "user", "content": c}] for c in ("Name a fruit.", "Write one long sentence about the sea.")]
+    gens = served.generate(msgs, sampling=SamplingConfig(12, 1.0, 1.0, 2048), seeds=[1, 2])
+    pairs = [(g.prompt_token_ids, g.token_ids) for g in gens] + [(gens[0].prompt_token_ids[:-3], gens[1].token_ids[:5])]
+    batched = served.score_many(pairs, top_k=3)
+    for pair, (lps, tops) in zip(pairs, batched):
+        (alone, alone_tops), = served.score_many([pair], top_k=3)
+        assert len(lps) == len(pair[1]) and max(abs(a - b) for a, b in zip(lps, alone)) < 1e-3
+        assert [[k for _, k in row] for row in tops] == [[k for _, k in row] for row in alone_tops]
+    bad = _post(served, "/generate", {"input_ids": [pairs[0][0], pairs[1][0]], "return_logprob": True,
+                                      "logprob_start_len": [1], "sampling_params": {"max_new_tokens": 0}})
+    assert bad.status_code == 400 and "one integer per prompt" in bad.text

@@ -16,8 +16,8 @@ import pytest
 import requests
 
 from harness.async_loops import Gate
-from harness.proxy import Proxy
 from harness.openai_wire import BadRequest, plain_messages
+from harness.proxy import Proxy
 from harness.sessions import SessionBook, next_state_of
 from harness.types import Generation
 
@@ -40,7 +40,8 @@ def test_the_next_main_message_is_the_next_state_of_the_previous_reply():
     assert version == 3  # the version the reply was sampled with
     assert step.index == 0 and step.action_text == "5" and step.prompt_messages == [U("2+2?")]
     assert step.next_state.kind == "user" and step.next_state.text == "No, it is 4."
-    assert step.action_token_ids == [5, 6] and step.rollout_logprobs == [-0.5, -0.5] and step.prompt_token_ids == [1, 2, 3]
+    assert step.action_token_ids == [5, 6] and step.rollout_logprobs == [-0.5, -0.5]
+    assert step.prompt_token_ids == [1, 2, 3]
     (_, step2), = book.record("s1", "main", [U("2+2?"), A("5"), U("No, it is 4."), A("4"), U("thanks")], gen("ok"), 4)
     assert step2.index == 1 and step2.next_state.text == "thanks"
 
@@ -74,7 +75,8 @@ def test_messages_are_read_as_openai_sends_them_or_refused_with_a_reason():
     assert plain_messages([{"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "image_url"},
                                                         {"type": "text", "text": "there"}]}]) == [U("hi there")]
     assert plain_messages([{"role": "assistant", "content": None}]) == [A("")]
-    for bad, why in (([], "non-empty"), ("hi", "non-empty"), ([{"content": "x"}], "role"), ([{"role": "user", "content": 3}], "string")):
+    for bad, why in (([], "non-empty"), ("hi", "non-empty"), ([{"content": "x"}], "role"),
+                     ([{"role": "user", "content": 3}], "string")):
         with pytest.raises(BadRequest, match=why):
             plain_messages(bad)
 
@@ -138,7 +140,8 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
                                                tools=[FRUIT_TOOL], temperature=1.0, extra_headers=bob).choices[0]
         assert first.finish_reason in ("stop", "length", "tool_calls")
         assert (first.message.tool_calls is not None) == (first.finish_reason == "tool_calls")
-        history = [U("Name a fruit."), first.message.model_dump(exclude_none=True), U("Please answer in one word: apple.")]
+        history = [U("Name a fruit."), first.message.model_dump(exclude_none=True),
+                   U("Please answer in one word: apple.")]
         chunks = list(client.chat.completions.create(model="smollm2-135m-instruct", messages=history, stream=True,
                                                      seed=11, extra_headers={**bob, "X-Session-Done": "1"}))
         assert chunks[-1].choices[0].finish_reason in ("stop", "length")

@@ -16,8 +16,8 @@ def _run(sweep, name, signal, seed, judge, hints, episodes, before=None):
     for fname, eps in (("eval_after.jsonl", episodes), ("eval_before.jsonl", before)):
         if eps is not None:
             (d / fname).write_text("".join(json.dumps({"success": ok, "steps": [
-                {"info": {"step_label": {"well_formed": True, "executed_ok": e, "matches_reference": m}}} for e, m in steps]})
-                + "\n" for ok, steps in eps))
+                {"info": {"step_label": {"well_formed": True, "executed_ok": e, "matches_reference": m}}}
+                for e, m in steps]}) + "\n" for ok, steps in eps))
 
 
 def test_label_rates_and_pairing_by_seed(tmp_path):
@@ -30,7 +30,8 @@ def test_label_rates_and_pairing_by_seed(tmp_path):
     _run(sweep, "2", "prm", 0, "oracle", "-", [(True, [(True, True)]), (True, [(True, True)])])
     _run(sweep, "3", "prm", 1, "oracle", "-", [(True, [(True, True)]), (False, [(True, False)])])
     r = label_rates(sweep / "0" / "eval_after.jsonl")
-    assert r["success"] == 0.5 and r["matches_reference"] == pytest.approx(1 / 3) and r["executed_ok"] == pytest.approx(2 / 3)
+    assert r["success"] == 0.5 and r["matches_reference"] == pytest.approx(1 / 3)
+    assert r["executed_ok"] == pytest.approx(2 / 3)
     from harness.signal_report import load_runs
 
     runs, before = load_runs([sweep])
@@ -50,7 +51,8 @@ def test_label_rates_and_pairing_by_seed(tmp_path):
     _run(later, "0", "outcome", 2, "-", "-", [(False, [(True, False)])])
     _run(later, "1", "prm", 2, "oracle", "-", [(False, [(True, True)])])
     runs, _ = load_runs([tmp_path / "out" / "signal_comparison.csv", later])
-    assert len(runs) == 6 and paired(runs)[("prm", "oracle")]["matches_reference"] == pytest.approx([1 - 1 / 3, 0.5, 1.0])
+    assert len(runs) == 6
+    assert paired(runs)[("prm", "oracle")]["matches_reference"] == pytest.approx([1 - 1 / 3, 0.5, 1.0])
     with pytest.raises(SystemExit, match="appears twice"):
         load_runs([tmp_path / "out" / "signal_comparison.csv", sweep])
 

@@ -24,7 +24,8 @@ def test_outcome_is_group_normalized_and_broadcast():
     assert len(steps) == 4  # the infra failure gives nothing to learn from
     samples = build_samples(SIG["outcome"], steps, trajs)
     # group A: [1, 0] -> mean .5, sigma .5 -> [+1, -1]; group B is constant -> advantage 0 -> dropped
-    assert [s.advantages for s in samples] == [pytest.approx([1.0, 1.0], abs=1e-5), pytest.approx([-1.0, -1.0], abs=1e-5)]
+    assert [s.advantages for s in samples] == [pytest.approx([1.0, 1.0], abs=1e-5),
+                                               pytest.approx([-1.0, -1.0], abs=1e-5)]
 
 
 def test_prm_adds_step_score_to_outcome_then_standardizes():

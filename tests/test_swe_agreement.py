@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from envs.swe import SWEEnv, SWEEnvConfig
 from envs.sandbox import wait_for_background_removals
+from envs.swe import SWEEnv, SWEEnvConfig
 from envs.swe_grading import grade_patch
 from envs.swe_instances import load_swe_suite
 from harness.config import compose, typed

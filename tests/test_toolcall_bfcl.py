@@ -98,10 +98,12 @@ def perturbations(task):
     out = []
     if first.arguments:
         arg = next(iter(first.arguments))
-        out.append(("wrong value", [ToolCall(first.name, {**first.arguments, arg: _perturb_value(first.arguments[arg])}), *rest]))
+        wrong = {**first.arguments, arg: _perturb_value(first.arguments[arg])}
+        out.append(("wrong value", [ToolCall(first.name, wrong), *rest]))
     required = [a for a in spec[first.name].required if a in first.arguments]
     if required:
-        out.append(("missing argument", [ToolCall(first.name, {k: v for k, v in first.arguments.items() if k != required[0]}), *rest]))
+        fewer = {k: v for k, v in first.arguments.items() if k != required[0]}
+        out.append(("missing argument", [ToolCall(first.name, fewer), *rest]))
     out.append(("extra call", [*calls, calls[-1]]))
     other = next((n for n in spec if n != first.name), "not_a_function")
     out.append(("wrong function", [ToolCall(other, first.arguments), *rest]))
@@ -217,7 +219,7 @@ def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(en
     from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
 
     from envs.toolcall_bfcl import answers, ast_checker, entries
-    from envs.toolcall_bfcl_check import checker_module, checked, entry_inputs
+    from envs.toolcall_bfcl_check import checked, checker_module, entry_inputs
 
     _, python = ast_checker()
     model, seen, restyled_valid = config.bfcl_checker_model, 0, 0

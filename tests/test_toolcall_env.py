@@ -17,7 +17,6 @@ from envs.toolcall_validate import check_calls
 from harness.config import compose, typed
 from harness.rollout import run_episode
 
-
 SUITE = load_bundled(Path(__file__).parents[1] / "envs" / "tasks" / "toolcall")
 NO_DOCKER = [t for t in SUITE if "python" not in t.data["toolsets"]]
 STATE_TASK = "store-cancel-and-restore"  # graded on state only

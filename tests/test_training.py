@@ -18,8 +18,12 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_oracle_votes_equal_step_labels():
-    mk = lambda labels: Step(0, [], "a", NextState(kind="terminal", text=""), info={"step_label": labels} if labels is not None else {})  # noqa: E731
-    steps = [mk({"parsed": True, "exit_ok": True}), mk({"parsed": True, "exit_ok": False}), mk({"parsed": False}), mk(None)]
+    def mk(labels):
+        return Step(0, [], "a", NextState(kind="terminal", text=""),
+                    info={"step_label": labels} if labels is not None else {})
+
+    steps = [mk({"parsed": True, "exit_ok": True}), mk({"parsed": True, "exit_ok": False}), mk({"parsed": False}),
+             mk(None)]
     js = OracleJudge(m=3).votes(steps)
     assert [j.score for j in js] == [1.0, -1.0, -1.0, 0.0]
     assert js[0].votes == (1, 1, 1)
@@ -59,8 +63,8 @@ def test_ppo_update_changes_every_trained_parameter(cfg):
 
 def _run(tmp_path, *extra, name="run"):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    args = [sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1",
-            "split=all", "progress=false", "parallel=1", "mode.tasks_per_iter=2", "mode.group_size=2",
+    args = [sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy",
+            "seed=1", "split=all", "progress=false", "parallel=1", "mode.tasks_per_iter=2", "mode.group_size=2",
             "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
             f"hydra.run.dir={tmp_path / name}", *extra]
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
@@ -93,7 +97,8 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     assert worst < 1e-6, f"resumed run diverged from the straight one by {worst}"
 
     # the same command again skips the finished run: no new row, the weights untouched
-    n_rows, mtime = len(read_rows(tmp_path / "leaderboard.csv")[1]), (half / "weights" / "model.safetensors").stat().st_mtime_ns
+    n_rows = len(read_rows(tmp_path / "leaderboard.csv")[1])
+    mtime = (half / "weights" / "model.safetensors").stat().st_mtime_ns
     p = _run(tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
     assert p.returncode == 0 and "already finished" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == n_rows
@@ -128,8 +133,8 @@ def test_exclude_tags_narrows_an_eval_run(tmp_path):
 
     env = {**os.environ, "NEXTSTATE_RESULTS": str(tmp_path)}
     subprocess.run([sys.executable, "-m", "harness.run", "env=toolcall", "agent=noop", "split=test",
-                    "exclude_tags=[store,python]", "progress=false"], check=True, env=env, cwd=Path(__file__).parents[1],
-                   capture_output=True)
+                    "exclude_tags=[store,python]", "progress=false"], check=True, env=env,
+                   cwd=Path(__file__).parents[1], capture_output=True)
     (traj_file,) = tmp_path.glob("runs/*/trajectories.jsonl")
     import yaml
 
@@ -162,7 +167,8 @@ def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(t
     out = "".join(lines) + proc.communicate(timeout=120)[0]
     assert proc.returncode == 130 and "resume with" in out, out[-3000:]
     assert [x["version"] for x in read_jsonl(run / "train_log.jsonl")] == [1]
-    assert subprocess.run(["pgrep", "-f", f"parent-pid {proc.pid}"], capture_output=True).stdout == b""  # no server left
+    left = subprocess.run(["pgrep", "-f", f"parent-pid {proc.pid}"], capture_output=True).stdout
+    assert left == b""  # no server left
 
     p = subprocess.run(_async_args(tmp_path, "mode.iterations=3", f"resume={run}"), cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=1200)

@@ -9,6 +9,11 @@ advantages. They read only the types (`Trajectory`, `Step`, `Judgement`), never 
 - prm_opd: A = w_rl * (standardized step reward) + w_opd * (log p_T - log p_old); hint only -> OPD
            only, score only -> RL only, neither -> dropped.
 
+`opd_topk: K` is the paper's top-K OPD variant: instead of the sampled token's advantage, a hinted
+sample carries the teacher's K most likely tokens at each position, and the update adds w_opd times
+the reverse KL to that distribution. Top-1 OPD can only push a sampled token up or down; top-K pulls
+the student toward what the hinted teacher would have said (e.g. a first word it never samples).
+
 `baseline: none` is the paper's personal-agent variant of prm / prm_opd (a conversation has no group
 of rollouts to compare): the step score itself is the advantage, no outcome is added, and steps
 scored 0 are masked out. Pair it with `judge.aggregate=majority` (conf/experiment/personal_chat.yaml).
@@ -32,10 +37,13 @@ class SignalConfig:
     w_rl: float
     w_opd: float
     baseline: str = "stepwise"  # stepwise (general agents) | none (personal agents: the score is the advantage)
+    opd_topk: int = 0  # 0: top-1 OPD (the sampled token's log p_T - log p_old); K: reverse KL to the teacher's top K
 
     def __post_init__(self):
         if self.baseline not in ("stepwise", "none"):
             raise ValueError(f"signal.baseline must be stepwise or none, got {self.baseline!r}")
+        if self.opd_topk < 0:
+            raise ValueError(f"signal.opd_topk must be 0 (top-1 OPD) or a K > 0, got {self.opd_topk}")
 
 
 @dataclass
@@ -50,6 +58,7 @@ class JudgedStep:
     step: Step | None = None  # what the judge reads (action, next state, transcript)
     judgement: Judgement | None = None
     teacher_logprobs: list[float] | None = None  # set when the step has a usable hint
+    teacher_top: list[list[tuple[float, int]]] | None = None  # top-K OPD: the teacher's K best per token
 
 
 def collect_steps(trajs: list[Trajectory]) -> list[JudgedStep]:
@@ -102,7 +111,8 @@ def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> 
 def build_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
     if cfg.name == "outcome":
         return outcome_samples(steps, trajs)
-    rl_adv, rl_keep = prm_step_advantages(steps, cfg.baseline) if cfg.use_prm else ([0.0] * len(steps), [False] * len(steps))
+    no_rl = ([0.0] * len(steps), [False] * len(steps))
+    rl_adv, rl_keep = prm_step_advantages(steps, cfg.baseline) if cfg.use_prm else no_rl
     samples = []
     for st, a, keep in zip(steps, rl_adv, rl_keep):
         has_hint = cfg.use_opd and st.teacher_logprobs is not None
@@ -110,9 +120,13 @@ def build_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajec
         if not (has_hint or has_score):
             continue
         old = torch.tensor([st.old_logprobs])
-        teacher = torch.tensor([st.teacher_logprobs]) if has_hint else old
+        topk = has_hint and cfg.opd_topk > 0  # the OPD term is then a loss of its own, not an advantage
+        teacher = torch.tensor([st.teacher_logprobs]) if has_hint and not topk else old
         tok = combined_advantage(torch.tensor([a if has_score else 0.0]), teacher, old,
                                  torch.ones_like(old, dtype=torch.bool), w_rl=cfg.w_rl, w_opd=cfg.w_opd,
-                                 has_hint=torch.tensor([has_hint]))
-        samples.append(_sample(st, tok[0].tolist()))
+                                 has_hint=torch.tensor([has_hint and not topk]))
+        sample = _sample(st, tok[0].tolist())
+        if topk:
+            sample.teacher_top, sample.opd_weight = st.teacher_top, cfg.w_opd
+        samples.append(sample)
     return samples

@@ -8,7 +8,7 @@ import torch
 
 from harness.types import Sample
 
-from .losses import k3_kl, ppo_clipped_loss
+from .losses import k3_kl, ppo_clipped_loss, topk_reverse_kl
 
 
 @dataclass
@@ -28,8 +28,10 @@ def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tenso
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.float32)
 
 
-def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(response token | prompt, earlier response tokens) for every sample: [B, T] and a mask.
+def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0, *,
+                      full: bool = False) -> tuple[torch.Tensor, ...]:
+    """log p(response token | prompt, earlier response tokens) for every sample: [B, T] and a mask
+    (and with `full`, the whole [B, T, V] log-distribution at those positions, for top-K OPD).
 
     Only the response positions go through the LM head (the vocabulary projection of every prompt
     position would cost far more memory than the whole forward pass)."""
@@ -55,8 +57,35 @@ def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0) ->
     logits = model.get_output_embeddings()(h).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
-    lp = torch.log_softmax(logits, -1).gather(-1, target[..., None])[..., 0]
-    return lp, mask
+    logp = torch.log_softmax(logits, -1)
+    lp = logp.gather(-1, target[..., None])[..., 0]
+    return (lp, mask, logp) if full else (lp, mask)
+
+
+def topk_opd_loss(logp: torch.Tensor, mb: list[Sample], mask: torch.Tensor) -> torch.Tensor:
+    """w_opd * reverse KL(student || hinted teacher's top K + tail) over the samples that carry a
+    teacher top K (top-K OPD); token-mean per sample, then the mean over all samples of the batch,
+    so that one hinted sample among many weighs what it would as a PPO term."""
+    B, T, _ = logp.shape
+    K = max(len(row) for s in mb if s.teacher_top for row in s.teacher_top)
+    t_lp = torch.zeros((B, T, K))
+    t_ids = torch.zeros((B, T, K), dtype=torch.long)
+    rows = torch.zeros((B, T), dtype=torch.bool)
+    weight = torch.zeros(B)
+    for i, s in enumerate(mb):
+        if not s.teacher_top:
+            continue
+        weight[i] = s.opd_weight
+        for t, top in enumerate(s.teacher_top[:T]):
+            if len(top) == K:
+                t_lp[i, t] = torch.tensor([p for p, _ in top])
+                t_ids[i, t] = torch.tensor([k for _, k in top])
+                rows[i, t] = True
+    device = logp.device
+    rows = rows.to(device) & mask
+    kl = topk_reverse_kl(logp, t_lp.to(device), t_ids.to(device), rows)
+    per_sample = kl.sum(-1) / rows.sum(-1).clamp(min=1)
+    return (weight.to(device) * per_sample).mean()
 
 
 def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
@@ -66,7 +95,7 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
         return {"loss": 0.0, "updates": 0}
     model.train()
     device = next(model.parameters()).device
-    stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0,
+    stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "opd_topk_kl": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0,
              "grad_norm": 0.0, "updates": 0}
     # Mean loss of each pass over the same samples: with more than one epoch, the last epoch's loss
     # minus the first one's is what the earlier steps did to the objective on this very batch (the
@@ -77,12 +106,15 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
         order = torch.randperm(len(samples), generator=generator).tolist()
         for start in range(0, len(order), cfg.minibatch_size):
             mb = [samples[i] for i in order[start: start + cfg.minibatch_size]]
-            lp, mask = sequence_logprobs(model, mb, cfg.temperature)
+            topk = any(s.teacher_top for s in mb)
+            lp, mask, *logp = sequence_logprobs(model, mb, cfg.temperature, full=topk)
             T = lp.shape[1]
             old = _pad([s.old_logprobs for s in mb], T).to(device)
             adv = _pad([s.advantages for s in mb], T).to(device)
             pg_loss, pg = ppo_clipped_loss(lp, old, adv, mask, cfg.eps_low, cfg.eps_high)
             loss = pg_loss
+            opd_kl = topk_opd_loss(logp[0], mb, mask) if topk else torch.zeros(())
+            loss = loss + opd_kl
             kl = torch.zeros(())
             if cfg.kl_coef > 0:
                 ref = _pad([s.ref_logprobs or s.old_logprobs for s in mb], T).to(device)
@@ -96,6 +128,7 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
             stats["loss"] += float(loss.detach())
             stats["pg_loss"] += float(pg_loss.detach())
             stats["kl"] += float(kl.detach())
+            stats["opd_topk_kl"] += float(opd_kl.detach())
             stats["clip_fraction"] += float(pg["clip_fraction"])
             stats["approx_kl"] += float(pg["approx_kl"])
             stats["grad_norm"] += float(grad_norm)
