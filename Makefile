@@ -8,7 +8,7 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
 APT_PACKAGES := docker.io debootstrap git ca-certificates chromium
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo demo-terminal lint test test-slow bench system docker images model clean-containers regress report \
+.PHONY: setup demo demo-toolcall personalization demo-terminal lint test test-slow bench system docker images model clean-containers regress report \
 	sft-toolcall signal-comparison
 
 setup: system $(DEPS_STAMP) docker images model
@@ -43,10 +43,30 @@ model: $(DEPS_STAMP)
 
 DEMO_DIR := results/multirun/demo-$(shell date +%Y%m%d-%H%M%S)
 
-# The default model on the tool-call env, trained with each of the four signals, then compared.
+# The personal-agent experiment in small (conf/experiment/demo.yaml): the default model learns a simulated
+# user's hidden preference with each of the four signals; prints the table, writes curves.png.
 demo: setup
 	$(PY) -m harness.run -m +experiment=demo signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(DEMO_DIR)
+	@$(PY) -m harness.personalization $(DEMO_DIR) --out $(DEMO_DIR)/report
+
+# The default model on the tool-call env, trained with each of the four signals, then compared.
+demo-toolcall: setup
+	$(PY) -m harness.run -m +experiment=demo_toolcall signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(DEMO_DIR)
 	@$(PY) -m harness.compare $(DEMO_DIR)
+
+# Issue 19's experiment (conf/experiment/personalization.yaml): signal x feedback x seed, 16 updates each,
+# scored at 0/4/8/12/16 updates. ~14 min a run on 2 cores. Run it again and finished runs are skipped,
+# killed ones resume. Outcome reward reads no judge: it runs once per seed, the baseline of both arms.
+PZ_DIR ?= results/personalization
+PZ_PERSONA ?= casual
+PZ_SEEDS ?= 0,1,2
+personalization: setup
+	$(PY) -m harness.run -m +experiment=personalization env.persona=$(PZ_PERSONA) seed=$(PZ_SEEDS) \
+		signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(PZ_DIR)/multirun/$(PZ_PERSONA)-oracle
+	$(PY) -m harness.run -m +experiment=personalization env.persona=$(PZ_PERSONA) seed=$(PZ_SEEDS) \
+		signal=prm,opd,prm_opd +feedback=model hydra.sweep.dir=$(PZ_DIR)/multirun/$(PZ_PERSONA)-model
+	$(PY) -m harness.personalization $(PZ_DIR)/multirun/$(PZ_PERSONA)-oracle $(PZ_DIR)/multirun/$(PZ_PERSONA)-model \
+		--out $(PZ_DIR)
 
 # The default model evaluated on the terminal test split (a few minutes).
 demo-terminal: setup

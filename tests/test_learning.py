@@ -1,0 +1,108 @@
+"""Learning in miniature, one test per signal: one prompt, a preferred and a dispreferred reply, and a
+few updates of the real model through the path a training run takes (oracle judge -> hints -> teacher
+logprobs from the serving endpoint -> the signal's samples -> the PPO update) must make the preferred
+reply more likely and the dispreferred one less. A wrong advantage sign, a mask that drops the wrong
+tokens or teacher logprobs shifted by one position fail it.
+
+The hint is the task's reference reply (`hints=oracle`), so the hinted teacher certainly prefers the
+preferred reply: the test checks the wiring, not how good a hint the model would extract."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.judge import HintConfig
+from harness.oracle_judge import OracleHints, OracleJudge
+from harness.train import _judge_and_teach
+from harness.types import NextState, Step, Trajectory
+from trainers.signals import SignalConfig, build_samples, collect_steps
+from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
+
+pytestmark = [pytest.mark.model, pytest.mark.learning]
+
+SYSTEM = "You are a helpful personal assistant. Reply to the user's message directly, in plain text."
+REQUEST = "What's a good name for a goldfish?"
+PREFERRED = "hey, how about bubbles? short and cute."
+DISPREFERRED = "A good name for a goldfish could be Goldie. It is a classic choice for a pet fish."
+COMPLAINT = "Please talk to me like a friend would, start with hey."
+SIGNALS = {
+    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0),
+    "prm": SignalConfig("prm", True, False, 1.0, 0.0),
+    "opd": SignalConfig("opd", False, True, 0.0, 1.0),
+    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0),
+    "opd_topk": SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=20),  # the paper's top-K variant
+}
+HINTS = HintConfig("oracle", 1, 0.0, 0, 10, "", "", "\n\n[user's hint / instruction]\n{hint}")
+UPDATE = UpdateConfig(lr=2e-5, weight_decay=0.0, grad_clip=1.0, epochs=1, minibatch_size=2, eps_low=0.2,
+                      eps_high=0.28, kl_coef=0.0, temperature=1.0)
+ROUNDS = 4
+
+
+@pytest.fixture(scope="module")
+def served(cfg, tmp_path_factory):
+    """The frozen initial model behind the embedded server (the teacher, as `mode.teacher=frozen`)."""
+    from agents.serving import BackendConfig
+    from harness.config import model_config, typed
+    from harness.policy_factory import model_path, serve_policy
+
+    model_cfg = model_config(cfg.model)
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with serve_policy(model_cfg, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir, log_path=log) as policy:
+        yield policy, model_path(model_cfg, cfg.paths.cache_dir)
+
+
+def _logprob(model, prompt_ids: list[int], reply_ids: list[int]) -> float:
+    from harness.types import Sample
+
+    with torch.no_grad():
+        lp, mask = sequence_logprobs(model, [Sample(prompt_ids, reply_ids, [], [])])
+    return float(lp[mask].sum())
+
+
+def _trajectories(model, policy, prompt_ids: list[int]) -> list[Trajectory]:
+    """The two replies as a group of two rollouts of one task, with the trainer's current logprobs as
+    the rollout's (the update is on-policy), and the user's verdict as the env would give it."""
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REQUEST}]
+    trajs = []
+    for reply, liked in ((PREFERRED, True), (DISPREFERRED, False)):
+        ids = policy.tokenizer.encode(reply + "<|im_end|>", add_special_tokens=False)
+        with torch.no_grad():
+            from harness.types import Sample
+
+            lp, _ = sequence_logprobs(model, [Sample(prompt_ids, ids, [], [])])
+        said = "Thanks, that's what I needed." if liked else COMPLAINT
+        step = Step(0, msgs, reply, NextState("user", said), action_token_ids=ids, rollout_logprobs=lp[0].tolist(),
+                    prompt_token_ids=prompt_ids, info={"step_label": {"satisfied": liked}})
+        trajs.append(Trajectory("goldfish", "nextstate/Chat-v0", [step], outcome=float(liked), success=liked))
+    return trajs
+
+
+@pytest.mark.parametrize("signal", list(SIGNALS))
+def test_a_few_updates_make_the_preferred_reply_likelier(signal, served):
+    from transformers import AutoModelForCausalLM
+
+    policy, path = served
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=UPDATE.lr, weight_decay=0.0)
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REQUEST}]
+    prompt_ids = policy.prompt_ids(msgs)
+    good_ids = policy.tokenizer.encode(PREFERRED + "<|im_end|>", add_special_tokens=False)
+    bad_ids = policy.tokenizer.encode(DISPREFERRED + "<|im_end|>", add_special_tokens=False)
+    good0, bad0 = _logprob(model, prompt_ids, good_ids), _logprob(model, prompt_ids, bad_ids)
+    hints = OracleHints(lambda task_id: [PREFERRED])
+    hinter = lambda sts: hints.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
+
+    for r in range(ROUNDS):
+        trajs = _trajectories(model, policy, prompt_ids)
+        steps = collect_steps(trajs)
+        _judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: None, salt=r)
+        samples = build_samples(SIGNALS[signal], steps, trajs)
+        assert samples, f"{signal}: no samples to learn from"
+        ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))
+
+    good1, bad1 = _logprob(model, prompt_ids, good_ids), _logprob(model, prompt_ids, bad_ids)
+    print(f"{signal}: log p(preferred) {good0:.2f} -> {good1:.2f}, log p(dispreferred) {bad0:.2f} -> {bad1:.2f}")
+    assert good1 > good0 + 1.0, f"{signal}: log p(preferred) {good0:.2f} -> {good1:.2f}"
+    assert (good1 - bad1) > (good0 - bad0) + 1.0, (
+        f"{signal}: preference margin {good0 - bad0:.2f} -> {good1 - bad1:.2f}")

@@ -1,0 +1,81 @@
+"""The personal-agent experiment's report: scores.csv rows from run dirs (finished or still running),
+the paper-shaped table recomputed from those rows alone (mean ± 95% CI, Δ paired by seed), and every
+experiment config composes."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.config import CONF_DIR, compose
+from harness.personalization import collect, feedback_of, table, write
+
+
+def _run(root: Path, name: str, signal: str, seed: int, scores: dict[int, float], *, judge="oracle",
+         hints="next_state", finished=True, topk=0) -> Path:
+    d = root / name
+    (d / ".hydra").mkdir(parents=True)
+    use_prm, use_opd = signal in ("prm", "prm_opd"), signal in ("opd", "prm_opd")
+    cfg = {"seed": seed, "env": {"persona": "casual"}, "mode": {"name": "train"},
+           "signal": {"name": signal, "use_prm": use_prm, "use_opd": use_opd, "opd_topk": topk},
+           "judge": {"name": judge}, "hints": {"name": hints}}
+    (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    last = max(scores)
+    log = [{"iteration": u - 1, "eval_success": s} for u, s in scores.items() if 0 < u < last]
+    if finished:
+        (d / "metrics.json").write_text(json.dumps({"iterations": last, "success_before": scores[0],
+                                                    "success_after": scores[last], "train_log": log}))
+    else:
+        (d / "train_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in log))
+        (d / "checkpoint").mkdir()
+        (d / "checkpoint" / "state.json").write_text(json.dumps({"success_before": scores[0]}))
+    return d
+
+
+def test_rows_come_from_finished_and_running_runs(tmp_path):
+    _run(tmp_path, "0", "outcome", 0, {0: 0.0, 4: 0.1, 8: 0.2})
+    _run(tmp_path, "1", "prm_opd", 0, {0: 0.0, 4: 0.3, 8: 0.9}, topk=20)
+    _run(tmp_path, "2", "opd", 1, {0: 0.0, 4: 0.5, 8: 0.0}, finished=False)  # killed after update 4
+    rows = collect([tmp_path])
+    got = sorted((r["signal"], r["judge"], r["seed"], r["updates"], r["score"]) for r in rows)
+    assert got == [("opd", "oracle", 1, 0, 0.0), ("opd", "oracle", 1, 4, 0.5),
+                   ("outcome", "-", 0, 0, 0.0), ("outcome", "-", 0, 4, 0.1), ("outcome", "-", 0, 8, 0.2),
+                   ("prm_opd+top20", "oracle", 0, 0, 0.0), ("prm_opd+top20", "oracle", 0, 4, 0.3),
+                   ("prm_opd+top20", "oracle", 0, 8, 0.9)]
+    with pytest.raises(SystemExit, match="in both"):
+        collect([tmp_path, tmp_path])  # the same run twice is an error, not a double count
+
+
+def test_feedback_names_the_judge_the_signal_used():
+    cfg = lambda s, p, o, j="model", h="oracle": {"signal": {"name": s, "use_prm": p, "use_opd": o},  # noqa: E731
+                                                  "judge": {"name": j}, "hints": {"name": h}}
+    assert feedback_of(cfg("outcome", False, False)) == "-"
+    assert feedback_of(cfg("prm", True, False, j="oracle")) == "oracle"
+    assert feedback_of(cfg("opd", False, True, h="model")) == "model"
+    assert feedback_of(cfg("prm_opd", True, True, j="oracle", h="model")) == "model"
+
+
+def test_table_means_intervals_and_paired_deltas_by_hand(tmp_path):
+    rows = [{"persona": "casual", "signal": sig, "judge": j, "seed": seed, "updates": u, "score": s, "run_dir": "x"}
+            for sig, j, seed, u, s in [("outcome", "-", 0, 8, 0.2), ("outcome", "-", 1, 8, 0.4),
+                                       ("prm", "oracle", 0, 8, 0.5), ("prm", "oracle", 1, 8, 0.9),
+                                       ("prm", "oracle", 0, 0, 0.0), ("prm", "oracle", 1, 0, 0.0)]]
+    md = table(rows, at=(8,))
+    prm = next(line for line in md.splitlines() if "| prm |" in line)
+    # mean 0.7, sd 0.2828, t(1) 12.706 -> half-width 12.706 * 0.2828 / sqrt(2) = 2.54;
+    # paired deltas 0.3 and 0.5: mean 0.4, sd 0.1414 -> 12.706 * 0.1414 / sqrt(2) = 1.27
+    assert "0.70 ± 2.54 (n=2)" in prm and "0.40 ± 1.27 (n=2)" in prm and "0.00 ± 0.00 (n=2)" in prm
+    write(rows, tmp_path / "out")
+    with open(tmp_path / "out" / "scores.csv", newline="") as f:
+        back = list(csv.DictReader(f))
+    assert {"persona", "signal", "judge", "seed", "updates", "score"} <= set(back[0])
+    assert table([{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "score": float(r["score"])}
+                  for r in back], at=(8,)) == md  # the table is recomputed from scores.csv alone
+    assert (tmp_path / "out" / "curves.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
+def test_every_experiment_composes(name):
+    cfg = compose([f"+experiment={name}"])
+    assert cfg.mode.name and cfg.env.name
