@@ -86,3 +86,41 @@ def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
 def test_an_unknown_baseline_is_a_clear_error():
     with pytest.raises(ValueError, match="stepwise or none"):
         SignalConfig("prm", True, False, 1.0, 0.0, baseline="group")
+
+
+def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
+    """With signal.opd_topk the OPD term is a loss of its own: a hinted sample carries the teacher's
+    top K per token and its weight, and its advantage holds only the RL part."""
+    trajs = [_traj("A", 1.0), _traj("A", 0.0)]
+    steps = collect_steps(trajs)
+    top = [[(-0.1, 5), (-2.5, 9)], [(-0.2, 6), (-1.9, 4)]]
+    for st, score in zip(steps, (1.0, -1.0)):
+        st.judgement = Judgement(score=score)
+        st.teacher_logprobs, st.teacher_top = [-0.5, -1.0], top
+    cfg = SignalConfig("prm_opd", True, True, 1.0, 0.5, opd_topk=2)
+    samples = build_samples(cfg, steps, trajs)
+    # R = outcome + score = [2, -1] -> standardized [+1, -1]; no log p_T - log p_old term
+    assert [s.advantages for s in samples] == [pytest.approx([1.0, 1.0], abs=1e-5),
+                                               pytest.approx([-1.0, -1.0], abs=1e-5)]
+    assert all(s.teacher_top == top and s.opd_weight == 0.5 for s in samples)
+    plain = build_samples(SIG["prm_opd"], steps, trajs)  # top-1: the teacher term is in the advantage
+    assert plain[0].teacher_top is None and plain[0].advantages == pytest.approx([1.5, 2.0], abs=1e-5)
+    with pytest.raises(ValueError, match="opd_topk"):
+        SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=-1)
+
+
+def test_topk_opd_loss_is_the_weighted_reverse_kl_averaged_over_all_samples():
+    import torch
+
+    from harness.types import Sample
+    from trainers.losses import topk_reverse_kl
+    from trainers.update import topk_opd_loss
+
+    logp = torch.log_softmax(torch.tensor([[[2.0, 0.0, -1.0, 0.5]], [[0.0, 0.0, 0.0, 0.0]]]), -1)
+    mask = torch.ones(2, 1, dtype=torch.bool)
+    hinted = Sample([1], [0], [-1.0], [0.0], teacher_top=[[(-0.1, 1), (-3.0, 0)]], opd_weight=2.0)
+    plain = Sample([1], [0], [-1.0], [0.0])
+    loss = topk_opd_loss(logp, [hinted, plain], mask)
+    kl = topk_reverse_kl(logp[:1], torch.tensor([[[-0.1, -3.0]]]), torch.tensor([[[1, 0]]]), mask[:1])
+    assert float(kl) > 0.5  # the student's mode (id 0) is where the teacher puts little mass
+    assert float(loss) == pytest.approx(2.0 * float(kl) / 2, rel=1e-6)  # weight 2, mean over 2 samples

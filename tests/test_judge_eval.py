@@ -1,0 +1,20 @@
+"""The judge check's numbers, by hand: vote validity over all m x steps answers, accuracy of the
+step score's sign against the user's verdict over the steps it scored, and the share scored."""
+from harness.judge_eval import score
+from harness.types import Judgement, NextState, Step
+
+
+def _step(satisfied: bool) -> Step:
+    return Step(0, [], "reply", NextState("user", "ok"), info={"step_label": {"satisfied": satisfied}})
+
+
+def test_validity_accuracy_and_coverage():
+    steps = [_step(True), _step(False), _step(False), _step(True)]
+    judgements = [Judgement(votes=(1, 1, None), score=1.0),     # right
+                  Judgement(votes=(1, -1, 1), score=1.0),       # wrong
+                  Judgement(votes=(-1, None, None), score=-1.0),  # right
+                  Judgement(votes=(None, None, None), score=0.0)]  # unscored: masked out of training
+    got = score(steps, judgements)
+    assert got["valid"] == 6 / 12 and got["scored"] == 0.75 and got["accuracy"] == round(2 / 3, 3)
+    assert got["steps"] == 4 and got["satisfied_steps"] == 2 and got["votes"] == 12
+    assert score(steps[:1], [Judgement(votes=(None,), score=0.0)])["accuracy"] is None
