@@ -39,7 +39,7 @@ def feedback_of(cfg: dict) -> str:
 
 def signal_name(cfg: dict) -> str:
     sig = cfg["signal"]
-    return sig["name"] + (f"+top{sig['opd_topk']}" if sig.get("opd_topk") else "")
+    return sig["name"] + (f"+top{sig['opd_topk']}" if sig["use_opd"] and sig.get("opd_topk") else "")
 
 
 def run_scores(run_dir: Path) -> list[dict]:
@@ -110,9 +110,12 @@ def _fmt(stat: Stat | None) -> str:
     return f"{stat.mean:.2f}" + (f" ± {stat.half:.2f}" if stat.half is not None else "") + f" (n={stat.n})"
 
 
-def table(rows: list[dict], at: tuple[int, ...] = (8, 16)) -> str:
+def table(rows: list[dict], at: tuple[int, ...] | None = None) -> str:
     """Markdown: per persona, signal and judge, the score before training and at `at` updates
-    (mean ± 95% CI over seeds), and the paired Δ against outcome reward of the same seed."""
+    (mean ± 95% CI over seeds), and the paired Δ against outcome reward of the same seed. By default
+    the paper's columns, 8 and 16 updates, where runs reached them (else the furthest they reached)."""
+    reached = {r["updates"] for r in rows}
+    at = at or tuple(u for u in (8, 16) if u in reached) or (max(reached),)
     start = _by(rows, 0)
     cols = [f"score @{u}" for u in at] + [f"Δ vs outcome @{u}" for u in at]
     out = io.StringIO()

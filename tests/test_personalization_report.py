@@ -34,7 +34,7 @@ def _run(root: Path, name: str, signal: str, seed: int, scores: dict[int, float]
 
 
 def test_rows_come_from_finished_and_running_runs(tmp_path):
-    _run(tmp_path, "0", "outcome", 0, {0: 0.0, 4: 0.1, 8: 0.2})
+    _run(tmp_path, "0", "outcome", 0, {0: 0.0, 4: 0.1, 8: 0.2}, topk=20)  # reads no teacher: no "+top20"
     _run(tmp_path, "1", "prm_opd", 0, {0: 0.0, 4: 0.3, 8: 0.9}, topk=20)
     _run(tmp_path, "2", "opd", 1, {0: 0.0, 4: 0.5, 8: 0.0}, finished=False)  # killed after update 4
     rows = collect([tmp_path])
