@@ -57,6 +57,8 @@ def run_dir_of(cfg: DictConfig) -> Path:
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_config(cfg)
+    if cfg.limit is not None and cfg.mode.name != "eval":  # training reads its own eval_limit
+        raise SystemExit(f"limit={cfg.limit} selects the tasks of mode=eval; use mode.eval_limit={cfg.limit}")
     run_dir = run_dir_of(cfg)
     check_resumable(cfg, run_dir)
     if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model" and "_target_" not in cfg.agent:

@@ -263,6 +263,9 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if hints_cfg.name not in HINTERS:
         raise SystemExit(f"hints={hints_cfg.name} is unknown ({' | '.join(HINTERS)})")
     check_training_ranges(tc, judge_cfg, hints_cfg)
+    if model_cfg.top_p != 1.0:  # the update's logprobs are of the whole distribution, as the rollout's must be
+        raise SystemExit(f"model.top_p={model_cfg.top_p}: training samples at top_p 1.0 (the PPO ratio compares "
+                         "whole-distribution logprobs); set model.top_p=1.0")
     reads_labels = (signal.use_prm and judge_cfg.name == "oracle") or (signal.use_opd and hints_cfg.name == "oracle")
     if not with_env and reads_labels:
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")

@@ -59,6 +59,9 @@ def test_unknown_agent_is_a_clear_error(tmp_path):
     (["mode=train", "judge.m=0"], "judge.m=0: must be at least 1"),
     (["mode=async", "mode.batch_samples=0"], "mode.batch_samples=0: must be at least 1"),
     (["mode=sft", "mode.eval_limit=-1"], "mode.eval_limit=-1: must be at least 1"),
+    # ignored before: training evaluated every test task, and sampled rollouts at top_p 1.0
+    (["mode=train", "limit=2"], "limit=2 selects the tasks of mode=eval; use mode.eval_limit=2"),
+    (["mode=train", "model.top_p=0.9"], "model.top_p=0.9: training samples at top_p 1.0"),
 ])
 def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says):
     p = _run(tmp_path, "env=toolcall", "agent=oracle", *overrides)
