@@ -14,7 +14,7 @@ import torch
 from harness.judge import HintConfig
 from harness.oracle_judge import OracleHints, OracleJudge
 from harness.train import _judge_and_teach
-from harness.types import NextState, Step, Trajectory
+from harness.types import NextState, Sample, Step, Trajectory
 from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
 
@@ -51,28 +51,24 @@ def served(cfg, tmp_path_factory):
         yield policy, model_path(model_cfg, cfg.paths.cache_dir)
 
 
-def _logprob(model, prompt_ids: list[int], reply_ids: list[int]) -> float:
-    from harness.types import Sample
+MESSAGES = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REQUEST}]
 
+
+def _token_logprobs(model, prompt_ids: list[int], reply_ids: list[int]) -> list[float]:
     with torch.no_grad():
-        lp, mask = sequence_logprobs(model, [Sample(prompt_ids, reply_ids, [], [])])
-    return float(lp[mask].sum())
+        lp, _ = sequence_logprobs(model, [Sample(prompt_ids, reply_ids, [], [])])
+    return lp[0].tolist()
 
 
-def _trajectories(model, policy, prompt_ids: list[int]) -> list[Trajectory]:
+def _trajectories(model, prompt_ids: list[int], good_ids: list[int], bad_ids: list[int]) -> list[Trajectory]:
     """The two replies as a group of two rollouts of one task, with the trainer's current logprobs as
     the rollout's (the update is on-policy), and the user's verdict as the env would give it."""
-    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REQUEST}]
     trajs = []
-    for reply, liked in ((PREFERRED, True), (DISPREFERRED, False)):
-        ids = policy.tokenizer.encode(reply + "<|im_end|>", add_special_tokens=False)
-        with torch.no_grad():
-            from harness.types import Sample
-
-            lp, _ = sequence_logprobs(model, [Sample(prompt_ids, ids, [], [])])
+    for reply, ids, liked in ((PREFERRED, good_ids, True), (DISPREFERRED, bad_ids, False)):
         said = "Thanks, that's what I needed." if liked else COMPLAINT
-        step = Step(0, msgs, reply, NextState("user", said), action_token_ids=ids, rollout_logprobs=lp[0].tolist(),
-                    prompt_token_ids=prompt_ids, info={"step_label": {"satisfied": liked}})
+        step = Step(0, MESSAGES, reply, NextState("user", said), action_token_ids=ids,
+                    rollout_logprobs=_token_logprobs(model, prompt_ids, ids), prompt_token_ids=prompt_ids,
+                    info={"step_label": {"satisfied": liked}})
         trajs.append(Trajectory("goldfish", "nextstate/Chat-v0", [step], outcome=float(liked), success=liked))
     return trajs
 
@@ -85,23 +81,22 @@ def test_a_few_updates_make_the_preferred_reply_likelier(signal, served):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(path)
     optimizer = torch.optim.AdamW(model.parameters(), lr=UPDATE.lr, weight_decay=0.0)
-    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REQUEST}]
-    prompt_ids = policy.prompt_ids(msgs)
+    prompt_ids = policy.prompt_ids(MESSAGES)
     good_ids = policy.tokenizer.encode(PREFERRED + "<|im_end|>", add_special_tokens=False)
     bad_ids = policy.tokenizer.encode(DISPREFERRED + "<|im_end|>", add_special_tokens=False)
-    good0, bad0 = _logprob(model, prompt_ids, good_ids), _logprob(model, prompt_ids, bad_ids)
+    good0, bad0 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
     hints = OracleHints(lambda task_id: [PREFERRED])
     hinter = lambda sts: hints.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
 
     for r in range(ROUNDS):
-        trajs = _trajectories(model, policy, prompt_ids)
+        trajs = _trajectories(model, prompt_ids, good_ids, bad_ids)
         steps = collect_steps(trajs)
         _judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: None, salt=r)
         samples = build_samples(SIGNALS[signal], steps, trajs)
         assert samples, f"{signal}: no samples to learn from"
         ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))
 
-    good1, bad1 = _logprob(model, prompt_ids, good_ids), _logprob(model, prompt_ids, bad_ids)
+    good1, bad1 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
     print(f"{signal}: log p(preferred) {good0:.2f} -> {good1:.2f}, log p(dispreferred) {bad0:.2f} -> {bad1:.2f}")
     assert good1 > good0 + 1.0, f"{signal}: log p(preferred) {good0:.2f} -> {good1:.2f}"
     assert (good1 - bad1) > (good0 - bad0) + 1.0, (
