@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from harness.types import Generation, Task
+from nextstate.types import Generation, Task
 
 
 @runtime_checkable

@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import requests  # noqa: E402
 import torch  # noqa: E402
 
-from agents.serving import BackendConfig, Server, default_server_threads  # noqa: E402
-from harness.config import ModelConfig, compose, typed  # noqa: E402
-from harness.policy_factory import model_path  # noqa: E402
+from agents.factory import model_path  # noqa: E402
+from agents.serving.backend import BackendConfig, Server, default_server_threads  # noqa: E402
+from nextstate.config import ModelConfig, compose, typed  # noqa: E402
 
 N_NEW = 48
 

@@ -10,7 +10,7 @@ import json, sys, time
 import torch
 from transformers import Qwen3Config, AutoModelForCausalLM
 sys.path.insert(0, ".")
-from harness.types import Sample
+from nextstate.types import Sample
 from trainers.update import UpdateConfig, ppo_update
 
 hidden = int(sys.argv[1]) if len(sys.argv) > 1 else 1024

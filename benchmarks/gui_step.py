@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.gui import GUIEnv, GUIEnvConfig  # noqa: E402
-from envs.gui_a11y import parse_tree  # noqa: E402
-from envs.gui_solvers import MINIWOB_SOLVERS  # noqa: E402
-from harness.config import compose, typed  # noqa: E402
+from envs.gui.a11y import parse_tree  # noqa: E402
+from envs.gui.env import GUIEnv, GUIEnvConfig  # noqa: E402
+from envs.gui.solvers import MINIWOB_SOLVERS  # noqa: E402
+from nextstate.config import compose, typed  # noqa: E402
 
 TASKS = ["click-checkboxes", "login-user", "enter-text", "click-button"]
 

@@ -17,13 +17,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from agents.chat import render_prompt_ids  # noqa: E402
-from agents.serving import default_server_threads  # noqa: E402
-from agents.transformers_policy import SamplingConfig, TransformersPolicy  # noqa: E402
+from agents.factory import model_path  # noqa: E402
+from agents.serving.backend import default_server_threads  # noqa: E402
+from agents.serving.chat import render_prompt_ids  # noqa: E402
+from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy  # noqa: E402
 from envs.sandbox import SandboxConfig  # noqa: E402
-from envs.toolcall import ToolCallEnv, ToolCallEnvConfig  # noqa: E402
-from harness.config import ModelConfig, compose, typed  # noqa: E402
-from harness.policy_factory import model_path  # noqa: E402
+from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig  # noqa: E402
+from nextstate.config import ModelConfig, compose, typed  # noqa: E402
 
 N_NEW, GROUP, TASKS, ROUNDS = 16, 4, 2, 3
 TOOL_RESULT = '<tool_response>\n{"ok": true, "rows": [[1, "Wireless Earbuds", 59.9, 12]]}\n</tool_response>'

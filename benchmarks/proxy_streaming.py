@@ -17,12 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import openai  # noqa: E402
 
-from agents.serving import BackendConfig  # noqa: E402
-from harness.async_loops import Gate  # noqa: E402
-from harness.config import ModelConfig, compose, typed  # noqa: E402
-from harness.policy_factory import serve_policy  # noqa: E402
-from harness.proxy import Proxy, make_handler  # noqa: E402
-from harness.sessions import SessionBook  # noqa: E402
+from agents.factory import serve_policy  # noqa: E402
+from agents.serving.backend import BackendConfig  # noqa: E402
+from nextstate.config import ModelConfig, compose, typed  # noqa: E402
+from trainers.async_loops import Gate  # noqa: E402
+from trainers.proxy.server import Proxy, make_handler  # noqa: E402
+from trainers.proxy.sessions import SessionBook  # noqa: E402
 
 PROMPTS = ["Explain what a unit test is.", "Write a haiku about the sea.", "How do I list files in a shell?",
            "Give three tips for better sleep.", "What is the capital of France, and why?"]

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envs.sandbox import Sandbox, SandboxConfig, docker_client, wait_for_background_removals  # noqa: E402
 from envs.sandbox.images import ensure_shared_image  # noqa: E402
-from envs.terminal import TerminalEnv, TerminalEnvConfig  # noqa: E402
-from harness.config import compose, typed  # noqa: E402
+from envs.terminal.env import TerminalEnv, TerminalEnvConfig  # noqa: E402
+from nextstate.config import compose, typed  # noqa: E402
 
 
 def pct(xs, q):

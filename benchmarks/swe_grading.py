@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envs.sandbox import SandboxConfig, docker_client, wait_for_background_removals  # noqa: E402
-from envs.swe import SWEEnv, SWEEnvConfig  # noqa: E402
-from envs.swe_grading import grade_patch  # noqa: E402
-from harness.config import compose, typed  # noqa: E402
+from envs.swe.env import SWEEnv, SWEEnvConfig  # noqa: E402
+from envs.swe.grading import grade_patch  # noqa: E402
+from nextstate.config import compose, typed  # noqa: E402
 
 
 def wrong_patch(task, tmp: Path) -> str:

@@ -32,12 +32,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs import toolcall_bfcl as B  # noqa: E402
-from envs import toolcall_bfcl_single as S  # noqa: E402
 from envs.sandbox import SandboxConfig, wait_for_background_removals  # noqa: E402
-from envs.toolcall import ToolCallEnv, ToolCallEnvConfig  # noqa: E402
-from envs.toolcall_parse import ToolCall, render_calls  # noqa: E402
-from harness.config import compose, typed  # noqa: E402
+from envs.toolcall.bfcl import single as S  # noqa: E402
+from envs.toolcall.bfcl import suite as B  # noqa: E402
+from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig  # noqa: E402
+from envs.toolcall.parse import ToolCall, render_calls  # noqa: E402
+from nextstate.config import compose, typed  # noqa: E402
 
 PER_CATEGORY = 60
 ROUNDS = 15  # one round's ratio moved by +-8% on this machine, the median of 15 rounds by about +-2%
@@ -134,7 +134,7 @@ def where_the_time_goes(env, grade, model, work) -> dict:
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
     from bfcl_eval.eval_checker.eval_runner import get_handler
 
-    from envs.toolcall_bfcl_check import checked, entry_inputs
+    from envs.toolcall.bfcl.check import checked, entry_inputs
 
     handler = get_handler("Qwen/Qwen3-8B-FC")
 
@@ -239,8 +239,8 @@ def multi_turn(n: int = 40) -> dict:
     from bfcl_eval.model_handler.utils import convert_to_function_call
 
     from agents.base import OracleAgent
-    from envs.toolcall_bfcl_multi import MultiTurnEpisode, reference_turns
-    from harness.rollout import run_episode
+    from agents.rollout import run_episode
+    from envs.toolcall.bfcl.multi import MultiTurnEpisode, reference_turns
 
     env = make_env("bfcl_multi_turn_base")
     tasks = env.tasks[:: len(env.tasks) // n][:n]
@@ -279,7 +279,7 @@ def multi_turn(n: int = 40) -> dict:
 
 def bundled() -> dict:
     from agents.base import OracleAgent
-    from harness.rollout import run_episode
+    from agents.rollout import run_episode
 
     env = make_env("bundled")
     out = {}

@@ -14,10 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from agents.transformers_policy import SamplingConfig, TransformersPolicy  # noqa: E402
-from harness.config import ModelConfig, compose, typed  # noqa: E402
-from harness.policy_factory import model_path  # noqa: E402
-from harness.types import Sample  # noqa: E402
+from agents.factory import model_path  # noqa: E402
+from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy  # noqa: E402
+from nextstate.config import ModelConfig, compose, typed  # noqa: E402
+from nextstate.types import Sample  # noqa: E402
 from trainers.update import UpdateConfig, ppo_update  # noqa: E402
 
 B, PROMPT, RESP, REPEATS = 4, 192, 64, 3

@@ -14,22 +14,29 @@ import gymnasium as gym
 
 @dataclass(frozen=True)
 class EnvSpec:
+    """A registered env kind: its Gymnasium id and the classes in `envs/<name>/env.py`."""
+
+    name: str
     env_id: str
-    entry_point: str  # "module:Class"
-    config: str  # "module:ConfigDataclass"
+    env_class: str
+    config_class_name: str
+
+    @property
+    def entry_point(self) -> str:
+        return f"envs.{self.name}.env:{self.env_class}"
 
     def config_class(self):
-        module, name = self.config.split(":")
-        return getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(f"envs.{self.name}.env"), self.config_class_name)
 
 
-ENVS: dict[str, EnvSpec] = {
-    "terminal": EnvSpec("nextstate/Terminal-v0", "envs.terminal:TerminalEnv", "envs.terminal:TerminalEnvConfig"),
-    "gui": EnvSpec("nextstate/GUI-v0", "envs.gui:GUIEnv", "envs.gui:GUIEnvConfig"),
-    "toolcall": EnvSpec("nextstate/ToolCall-v0", "envs.toolcall:ToolCallEnv", "envs.toolcall:ToolCallEnvConfig"),
-    "swe": EnvSpec("nextstate/SWE-v0", "envs.swe:SWEEnv", "envs.swe:SWEEnvConfig"),
-    "chat": EnvSpec("nextstate/Chat-v0", "envs.chat:ChatEnv", "envs.chat:ChatEnvConfig"),
-}
+# A new env kind: its folder envs/<name>/ (env.py), its conf/env/<name>.yaml, and one line here.
+ENVS: dict[str, EnvSpec] = {spec.name: spec for spec in [
+    EnvSpec("terminal", "nextstate/Terminal-v0", "TerminalEnv", "TerminalEnvConfig"),
+    EnvSpec("gui", "nextstate/GUI-v0", "GUIEnv", "GUIEnvConfig"),
+    EnvSpec("toolcall", "nextstate/ToolCall-v0", "ToolCallEnv", "ToolCallEnvConfig"),
+    EnvSpec("swe", "nextstate/SWE-v0", "SWEEnv", "SWEEnvConfig"),
+    EnvSpec("chat", "nextstate/Chat-v0", "ChatEnv", "ChatEnvConfig"),
+]}
 
 for _spec in ENVS.values():
     if _spec.env_id not in gym.registry:

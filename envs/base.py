@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from harness.types import Task
+from nextstate.types import Task
 
 
 class TaskImages:
@@ -17,7 +17,7 @@ class TaskImages:
 
     def _docker(self):
         if self._client is None:
-            from .sandbox import docker_client
+            from envs.sandbox import docker_client
 
             self._client = docker_client()
         return self._client

@@ -6,10 +6,9 @@ reset's info; the first step then ends the episode as an infra failure.
 """
 from __future__ import annotations
 
-from harness.types import NextState, Task
-
-from .base import TaskImages
-from .sandbox import Sandbox, SandboxError
+from envs.base import TaskImages
+from envs.sandbox import Sandbox, SandboxError
+from nextstate.types import NextState, Task
 
 
 def render_next_state(ns: NextState, max_chars: int) -> str:

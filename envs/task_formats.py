@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.types import Task
+from nextstate.types import Task
 
 
 class TaskFormatError(ValueError):

@@ -17,10 +17,9 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from agents.http_policy import HTTPPolicy
-from agents.transformers_policy import SamplingConfig
-
-from .types import Generation
+from agents.serving.http_policy import HTTPPolicy
+from agents.serving.transformers_policy import SamplingConfig
+from nextstate.types import Generation
 
 NAME_COLOURS = [{"role": "user", "content": "Name three colours, one per line."}]
 LIST_FILES = [{"role": "user", "content": "Write a shell command that lists files."}]
@@ -173,11 +172,10 @@ def run_checks(policy: HTTPPolicy, weights: str | None = None) -> list[Check]:
 def main(argv: list[str]) -> int:
     from rich.table import Table
 
-    from agents.serving import BackendConfig
-
-    from .config import compose, model_config, typed
-    from .policy_factory import serve_policy
-    from .report import console
+    from agents.factory import serve_policy
+    from agents.serving.backend import BackendConfig
+    from harness.report import console
+    from nextstate.config import compose, model_config, typed
 
     weights = None
     if "--weights" in argv:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .report import console
-from .sweep_plot import run_label, write_sweep_plot
+from harness.report import console
+from harness.sweep_plot import run_label, write_sweep_plot
 
 
 def _mean(xs):

@@ -17,13 +17,12 @@ import json
 import sys
 from pathlib import Path
 
-from agents.serving import BackendConfig
-
-from .atomic import write_json_atomic
-from .config import compose, model_config, typed
-from .judge import HintConfig, JudgeConfig, ModelJudge
-from .policy_factory import model_path, serve_policy
-from .types import Step
+from agents.factory import model_path, serve_policy
+from agents.serving.backend import BackendConfig
+from nextstate.atomic import write_json_atomic
+from nextstate.config import compose, model_config, typed
+from nextstate.types import Step
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
 
 
 def judged_steps(env, policy, tasks, system_prompt: str) -> list[Step]:
@@ -55,7 +54,7 @@ def main(argv: list[str]) -> int:
     cfg = compose(["env=chat", "judge=model", "hints=model", *argv])
     if not cfg.env.persona:
         raise SystemExit("give a persona: env.persona=casual (see envs/tasks/personas/)")
-    from envs.chat import ChatEnv, ChatEnvConfig
+    from envs.chat.env import ChatEnv, ChatEnvConfig
 
     env = ChatEnv(typed(cfg.env, ChatEnvConfig), split=cfg.split)
     tasks = env.tasks[: cfg.limit or None]

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .leaderboard import LeaderboardError, read_numbered_rows
+from nextstate.leaderboard import LeaderboardError, read_numbered_rows
 
 BASELINE_SIGNAL = "outcome"  # the paper's baseline: outcome reward only (GRPO)
 NA = "N/A"

@@ -21,8 +21,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from .atomic import save_figure_atomic, write_text_atomic
-from .leaderboard_report import Stat
+from harness.leaderboard_report import Stat
+from nextstate.atomic import save_figure_atomic, write_text_atomic
 
 COLUMNS = ("persona", "signal", "judge", "seed", "updates", "score", "run_dir")
 SIGNALS = ("outcome", "prm", "opd", "prm_opd")

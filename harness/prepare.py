@@ -6,14 +6,14 @@ import sys
 import time
 from pathlib import Path
 
-from .config import compose, model_config, typed
+from nextstate.config import compose, model_config, typed
 
 
 def prepare_images() -> None:
     from tqdm import tqdm
 
     from envs.sandbox import SandboxConfig
-    from envs.terminal import TerminalEnv, TerminalEnvConfig
+    from envs.terminal.env import TerminalEnv, TerminalEnvConfig
 
     cfg = compose(["env=terminal"])
     t0 = time.monotonic()
@@ -27,7 +27,7 @@ def prepare_swe_images() -> None:
     from tqdm import tqdm
 
     from envs.sandbox import SandboxConfig
-    from envs.swe import SWEEnv, SWEEnvConfig
+    from envs.swe.env import SWEEnv, SWEEnvConfig
 
     cfg = compose(["env=swe"])
     t0 = time.monotonic()
@@ -51,8 +51,8 @@ def prepare_model() -> None:
 def print_leaderboard(last: int = 10) -> None:
     from rich.table import Table
 
-    from .leaderboard import read_rows
-    from .report import console
+    from harness.report import console
+    from nextstate.leaderboard import read_rows
 
     cfg = compose()
     path = Path(cfg.paths.results_dir) / "leaderboard.csv"

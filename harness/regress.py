@@ -22,9 +22,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from .atomic import write_text_atomic
-from .config import CONF_DIR, REPO_ROOT
-from .regress_checks import CHECKS, CheckRun, run_check
+from harness.regress_checks import CHECKS, CheckRun, run_check
+from nextstate.atomic import write_text_atomic
+from nextstate.config import CONF_DIR, REPO_ROOT
 
 BASELINE_COLUMNS = ["check", "metric", "baseline", "runs", "values", "overrides", "updated", "git_commit"]
 
@@ -136,7 +136,7 @@ def read_baselines(path: Path) -> dict[tuple[str, str], dict]:
 def write_baselines(path: Path, runs_by_check: dict[str, list[CheckRun]], keep: dict[tuple[str, str], dict]) -> None:
     """Baselines of the checks just run (mean over repeats, every value listed); rows of checks that
     were not run this time are kept as they were."""
-    from .evaluate import git_commit
+    from nextstate.leaderboard import git_commit
 
     rows = [r for (check, _), r in keep.items() if check not in runs_by_check]
     today, commit = dt.date.today().isoformat(), git_commit()

@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import REPO_ROOT
-from .leaderboard import read_rows
+from nextstate.config import REPO_ROOT
+from nextstate.leaderboard import read_rows
 
 NA = None  # a metric that has no value in this run (e.g. no update, so no loss)
 

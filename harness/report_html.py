@@ -16,8 +16,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic import save_figure_atomic, write_text_atomic
-from .leaderboard_report import ENV_COLUMNS, NA, Entry, Stat, aggregate, by_env, env_table, overall_table, validate
+from harness.leaderboard_report import (
+    ENV_COLUMNS,
+    NA,
+    Entry,
+    Stat,
+    aggregate,
+    by_env,
+    env_table,
+    overall_table,
+    validate,
+)
+from nextstate.atomic import save_figure_atomic, write_text_atomic
 
 
 @dataclass
@@ -153,7 +163,7 @@ def write_report(leaderboard: Path, out_dir: Path, known_envs: set[str] | None =
 def print_tables(report: Report) -> None:
     from rich.table import Table
 
-    from .report import console
+    from harness.report import console
 
     shown = ["Rank", "Success", "95% CI", "Seeds", "Δ vs Outcome", "Δ 95% CI", "Model", "Agent", "Signal",
              "Judge", "Hints", "Split", "Tasks", "Train Episodes"]

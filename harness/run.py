@@ -7,40 +7,27 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-import gymnasium as gym
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 import envs  # noqa: F401  (registers the environments)
-from agents.serving import BackendConfig
-from envs.limits import EpisodeLimits
-from envs.sandbox import SandboxConfig, docker_client, reap_orphans, wait_for_background_removals
-
-from .atomic import write_text_atomic
-from .config import REPO_ROOT, env_config, model_config, run_config, typed
-from .curriculum import without_tags
-from .evaluate import EnvPool, evaluate
-from .policy_factory import SCRIPTED, agent_factory, serve_policy
-from .report import print_summary
-from .resume import already_finished, check_resumable, recorded_config, resume_command
+from agents.factory import SCRIPTED, agent_factory, serve_policy
+from agents.pool import EnvPool
+from agents.serving.backend import BackendConfig
+from envs.make import env_maker
+from envs.sandbox import docker_client, reap_orphans, wait_for_background_removals
+from harness.evaluate import evaluate
+from harness.report import print_summary
+from harness.resume import already_finished, check_resumable, recorded_config, resume_command
+from harness.sweep_plot import write_sweep_plot
+from nextstate.atomic import write_text_atomic
+from nextstate.config import REPO_ROOT, model_config, run_config, typed
+from trainers.curriculum import without_tags
 
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
     raise KeyboardInterrupt(f"signal {signum}")
-
-
-def env_maker(cfg: DictConfig, run_id: str, split: str | None):
-    """A factory of wrapped envs (one per worker) and the typed env config."""
-    env_cfg = env_config(cfg.env)
-    sandbox = typed(cfg.sandbox, SandboxConfig)
-
-    def make(split=split, max_steps=env_cfg.max_steps):
-        env = gym.make(env_cfg.env_id, config=env_cfg, sandbox=sandbox, split=split, run_id=run_id,
-                       disable_env_checker=True)
-        return EpisodeLimits(env, max_steps, env_cfg.max_seconds)
-
-    return make, env_cfg
 
 
 def select_tasks(env, limit: int | None, exclude_tags=None):
@@ -52,6 +39,18 @@ def select_tasks(env, limit: int | None, exclude_tags=None):
 def run_dir_of(cfg: DictConfig) -> Path:
     """The run's dir: the one being resumed, or Hydra's new one."""
     return Path(cfg.get("resume") or HydraConfig.get().runtime.output_dir)
+
+
+def _plotting_sweep(metrics: dict) -> dict:
+    """In a Hydra multirun, redraw the sweep's success-vs-samples plot from every finished job."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return metrics
+    if hc.mode is not None and hc.mode.name == "MULTIRUN":
+        path = write_sweep_plot(Path(hc.sweep.dir))
+        print(f"[nextstate] sweep plot: {path}")
+    return metrics
 
 
 def main(cfg: DictConfig) -> dict:
@@ -76,25 +75,25 @@ def main(cfg: DictConfig) -> dict:
         return done
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(recorded_config(cfg)))
     if cfg.mode.name == "train":
-        from .train import train_main
+        from trainers.sync import train_main
 
-        return train_main(cfg, run_dir)
+        return _plotting_sweep(train_main(cfg, run_dir))
     if cfg.mode.name == "async":
-        from .async_train import async_main
+        from trainers.async_train import async_main
 
-        return async_main(cfg, run_dir)
+        return _plotting_sweep(async_main(cfg, run_dir))
     if cfg.mode.name == "proxy":
-        from .proxy import proxy_main
+        from trainers.proxy.server import proxy_main
 
         return proxy_main(cfg, run_dir)
     if cfg.mode.name == "sft":
-        from .sft_run import sft_main
+        from trainers.sft_run import sft_main
 
         return sft_main(cfg, run_dir)
     if cfg.mode.name != "eval":
         raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | async | proxy | sft)")
     split = None if cfg.split == "all" else cfg.split
-    make_env, env_cfg = env_maker(cfg, run_dir.name, split)
+    make_env, env_cfg = env_maker(cfg, run_dir, split)
     pool = EnvPool(make_env)
     model_cfg = model_config(cfg.model)
     with ExitStack() as stack:

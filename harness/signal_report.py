@@ -20,8 +20,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from .atomic import save_figure_atomic, write_text_atomic
-from .leaderboard_report import Stat
+from harness.leaderboard_report import Stat
+from nextstate.atomic import save_figure_atomic, write_text_atomic
 
 LABELS = ("well_formed", "executed_ok", "matches_reference")
 METRICS = ("success", *LABELS)

@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from .atomic import save_figure_atomic
+from nextstate.atomic import save_figure_atomic
 
 
 def run_label(metrics: dict) -> str:

@@ -11,7 +11,7 @@ from functools import cache
 
 import pytest
 
-from harness.config import ModelConfig, compose, typed
+from nextstate.config import ModelConfig, compose, typed
 
 
 def _docker_absent() -> str | None:
@@ -29,7 +29,7 @@ def _docker_absent() -> str | None:
 
 
 def _model_absent() -> str | None:
-    from harness.policy_factory import cached_model_path
+    from agents.factory import cached_model_path
 
     cfg = compose()
     model = typed(cfg.model, ModelConfig)
@@ -80,7 +80,7 @@ def cfg():
 
 @pytest.fixture(scope="session")
 def terminal_config():
-    from envs.terminal import TerminalEnvConfig
+    from envs.terminal.env import TerminalEnvConfig
 
     return typed(compose(["env=terminal"]).env, TerminalEnvConfig)
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness.async_loops import AsyncLoops, Gate, Stopped, Tagged, fresh
+from trainers.async_loops import AsyncLoops, Gate, Stopped, Tagged, fresh
 
 
 def _threads_left():
@@ -174,7 +174,7 @@ def test_the_group_schedule_is_the_same_in_every_process():
     import sys
     from pathlib import Path
 
-    code = ("from types import SimpleNamespace as N; from harness.async_train import group_task; "
+    code = ("from types import SimpleNamespace as N; from trainers.async_train import group_task; "
             "tr = N(cfg=N(seed=3), train_tasks=list(range(50))); print([group_task(tr, n) for n in range(20)])")
     picks = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).parents[1], env=dict(os.environ, PYTHONHASHSEED=h)).stdout

@@ -8,12 +8,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from agents.base import NoopAgent, OracleAgent
-from envs.chat import ChatEnv, ChatEnvConfig
-from envs.chat_user import GIVE_UP, NO_ANSWER, THANKS, load_task
+from agents.rollout import run_episode
+from envs.chat.env import ChatEnv, ChatEnvConfig
+from envs.chat.user import GIVE_UP, NO_ANSWER, THANKS, load_task
 from envs.task_formats import TaskFormatError
-from harness.config import compose, typed
-from harness.leaderboard import read_rows
-from harness.rollout import run_episode
+from nextstate.config import compose, typed
+from nextstate.leaderboard import read_rows
 
 ROOT = Path(__file__).parents[1]
 

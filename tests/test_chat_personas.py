@@ -13,12 +13,12 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers the environments)
 from agents.base import NoopAgent, OracleAgent
-from envs.chat import ChatEnv, ChatEnvConfig
-from envs.chat_personas import PERSONAS_DIR, available, load_persona, load_personas, read_persona
-from envs.chat_user import CHECKS, GIVE_UP
+from agents.rollout import run_episode
+from envs.chat.env import ChatEnv, ChatEnvConfig
+from envs.chat.personas import PERSONAS_DIR, available, load_persona, load_personas, read_persona
+from envs.chat.user import CHECKS, GIVE_UP
 from envs.task_formats import TaskFormatError
-from harness.config import compose, typed
-from harness.rollout import run_episode
+from nextstate.config import compose, typed
 
 ROOT = Path(__file__).parents[1]
 NAMES = ("student", "teacher", "brief", "casual")
@@ -89,7 +89,7 @@ def test_generation_is_deterministic_across_loads_and_processes():
     first = [t for name in available() for t in SUITES[name]]
     assert [(t.task_id, t.data["requests"]) for t in again] == [(t.task_id, t.data["requests"]) for t in first]
     # another hash seed: a generator relying on hash() or set order would print other digests
-    code = "from envs.chat_personas import *; print([read_persona(PERSONAS_DIR / f'{n}.yaml')[1] for n in available()])"
+    code = "from envs.chat.personas import *; print([read_persona(PERSONAS_DIR / f'{n}.yaml')[1] for n in available()])"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONHASHSEED="12345"))
     assert out.returncode == 0, out.stderr[-2000:]

@@ -13,15 +13,15 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers nextstate/GUI-v0)
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
-from envs.gui import GUIEnv, GUIEnvConfig
-from envs.gui_a11y import parse_tree
-from envs.gui_apps import load_app_tasks
-from envs.gui_miniwob import load_miniwob_tasks
-from envs.gui_solvers import MINIWOB_SOLVERS
+from agents.rollout import run_episode
+from envs.gui.a11y import parse_tree
+from envs.gui.apps import load_app_tasks
+from envs.gui.env import GUIEnv, GUIEnvConfig
+from envs.gui.miniwob import load_miniwob_tasks
+from envs.gui.solvers import MINIWOB_SOLVERS
 from envs.limits import EpisodeLimits
-from harness.config import REPO_ROOT, compose, typed
-from harness.leaderboard import read_rows
-from harness.rollout import run_episode
+from nextstate.config import REPO_ROOT, compose, typed
+from nextstate.leaderboard import read_rows
 
 pytestmark = pytest.mark.chromium
 

@@ -2,12 +2,12 @@
 the app success check, the task suites."""
 import pytest
 
-from envs.gui_a11y import RefTable, diff_trees, parse_tree, refs_in, render_tree
-from envs.gui_actions import GUIAction, parse_reply
-from envs.gui_apps import check, load_app_tasks
-from envs.gui_browser import DISABLED_FEATURES, launch_args, playwright_disabled_features
-from envs.gui_miniwob import html_dir, load_miniwob_tasks
-from harness.config import REPO_ROOT
+from envs.gui.a11y import RefTable, diff_trees, parse_tree, refs_in, render_tree
+from envs.gui.actions import GUIAction, parse_reply
+from envs.gui.apps import check, load_app_tasks
+from envs.gui.browser import DISABLED_FEATURES, launch_args, playwright_disabled_features
+from envs.gui.miniwob import html_dir, load_miniwob_tasks
+from nextstate.config import REPO_ROOT
 
 
 @pytest.mark.parametrize("reply, want", [

@@ -1,9 +1,17 @@
 """Judge parsing and voting on crafted outputs; hint selection; teacher context; judge accuracy."""
 import pytest
 
-from harness.judge import aggregate_votes, best_hint, fill, parse_hint, parse_vote, render, teacher_messages
-from harness.judge_accuracy import judge_accuracy
-from harness.types import NextState, Step
+from nextstate.types import NextState, Step
+from trainers.feedback.judge_accuracy import judge_accuracy
+from trainers.feedback.model_judge import (
+    aggregate_votes,
+    best_hint,
+    fill,
+    parse_hint,
+    parse_vote,
+    render,
+    teacher_messages,
+)
 
 
 @pytest.mark.parametrize("text,vote", [
@@ -74,7 +82,7 @@ def test_judge_accuracy_precision_recall():
 
 
 def test_next_state_hint_is_what_came_back_clipped_and_short_replies_are_none():
-    from harness.judge import next_state_hint
+    from trainers.feedback.model_judge import next_state_hint
 
     mk = lambda text: Step(0, [{"role": "user", "content": "q"}], "a", NextState(kind="user", text=text))  # noqa: E731
     assert next_state_hint(mk("  No - use wc -l for that.  "), 10) == "No - use wc -l for that."

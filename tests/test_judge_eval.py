@@ -1,7 +1,7 @@
 """The judge check's numbers, by hand: vote validity over all m x steps answers, accuracy of the
 step score's sign against the user's verdict over the steps it scored, and the share scored."""
 from harness.judge_eval import score
-from harness.types import Judgement, NextState, Step
+from nextstate.types import Judgement, NextState, Step
 
 
 def _step(satisfied: bool) -> Step:

@@ -4,7 +4,7 @@ import multiprocessing as mp
 
 import pytest
 
-from harness.leaderboard import COLUMNS, LeaderboardError, append_row, read_rows
+from nextstate.leaderboard import COLUMNS, LeaderboardError, append_row, read_rows
 
 REQUIRED = ["timestamp", "env", "split", "agent", "model", "signal", "seed", "n_tasks", "success_rate",
             "mean_steps", "infra_failures", "tokens", "wall_s", "run_dir", "git_commit"]

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.leaderboard import COLUMNS, LeaderboardError, append_row
 from harness.leaderboard_report import Stat, aggregate, t95, validate
 from harness.report_html import write_report
+from nextstate.leaderboard import COLUMNS, LeaderboardError, append_row
 
 ROOT = Path(__file__).parents[1]
 ENVS = {"terminal", "toolcall", "swe", "gui"}

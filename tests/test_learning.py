@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.judge import HintConfig
-from harness.oracle_judge import OracleHints, OracleJudge
-from harness.train import _judge_and_teach
-from harness.types import NextState, Sample, Step, Trajectory
+from nextstate.types import NextState, Sample, Step, Trajectory
+from trainers.feedback.model_judge import HintConfig
+from trainers.feedback.oracle_judge import OracleHints, OracleJudge
 from trainers.signals import SignalConfig, build_samples, collect_steps
+from trainers.sync import _judge_and_teach
 from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
 
 pytestmark = [pytest.mark.model, pytest.mark.learning]
@@ -41,9 +41,9 @@ ROUNDS = 4
 @pytest.fixture(scope="module")
 def served(cfg, tmp_path_factory):
     """The frozen initial model behind the embedded server (the teacher, as `mode.teacher=frozen`)."""
-    from agents.serving import BackendConfig
-    from harness.config import model_config, typed
-    from harness.policy_factory import model_path, serve_policy
+    from agents.factory import model_path, serve_policy
+    from agents.serving.backend import BackendConfig
+    from nextstate.config import model_config, typed
 
     model_cfg = model_config(cfg.model)
     log = tmp_path_factory.mktemp("server") / "server.log"

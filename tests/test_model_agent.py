@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.transformers_policy import TransformersPolicy
-from harness.config import ModelConfig, typed
-from harness.leaderboard import read_rows
-from harness.policy_factory import model_path, sampling_of
+from agents.factory import model_path, sampling_of
+from agents.serving.transformers_policy import TransformersPolicy
+from nextstate.config import ModelConfig, typed
+from nextstate.leaderboard import read_rows
 
 pytestmark = pytest.mark.model
 ROOT = Path(__file__).parents[1]

@@ -1,4 +1,4 @@
-"""The proxy speaks OpenAI's wire format (harness/openai_wire.py): an agent framework's tool calls
+"""The proxy speaks OpenAI's wire format (trainers/proxy/openai_wire.py): an agent framework's tool calls
 come back as `tool_calls` it can run, its history reads back as the `<tool_call>` text the policy
 wrote, and streaming clients get server-sent events. Checked with the official `openai` client
 against the proxy's real HTTP handler; the policy behind it is scripted, since the 135M model
@@ -10,13 +10,13 @@ from http.server import ThreadingHTTPServer
 import openai
 import pytest
 
-from agents.transformers_policy import SamplingConfig
-from envs.toolcall_parse import scan_calls
-from harness.async_loops import Gate
-from harness.openai_wire import BadRequest, EventStream, completion, plain_messages, shown_so_far
-from harness.proxy import Proxy, make_handler
-from harness.sessions import SessionBook
-from harness.types import Generation
+from agents.serving.transformers_policy import SamplingConfig
+from envs.toolcall.parse import scan_calls
+from nextstate.types import Generation
+from trainers.async_loops import Gate
+from trainers.proxy.openai_wire import BadRequest, EventStream, completion, plain_messages, shown_so_far
+from trainers.proxy.server import Proxy, make_handler
+from trainers.proxy.sessions import SessionBook
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

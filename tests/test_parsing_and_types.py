@@ -6,8 +6,8 @@ import pytest
 from envs.sandboxed import render_next_state
 from envs.spaces import FreeText
 from envs.task_formats import TaskFormatError, load_suite, load_task_dir
-from envs.terminal_actions import parse_action
-from harness.types import NextState, Step, Trajectory
+from envs.terminal.actions import parse_action
+from nextstate.types import NextState, Step, Trajectory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUITE = Path(__file__).parents[1] / "envs" / "tasks" / "terminal"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import CONF_DIR, compose
 from harness.personalization import collect, feedback_of, table, write
+from nextstate.config import CONF_DIR, compose
 
 
 def _run(root: Path, name: str, signal: str, seed: int, scores: dict[int, float], *, judge="oracle",

@@ -3,10 +3,10 @@ it (same tokens, logprobs to float noise) while the shared prefix is not compute
 import pytest
 import torch
 
-from agents.prefix_cache import PrefixCache, common_prefix_len
-from agents.transformers_policy import SamplingConfig, TransformersPolicy
-from harness.config import ModelConfig, typed
-from harness.policy_factory import model_path
+from agents.factory import model_path
+from agents.serving.prefix_cache import PrefixCache, common_prefix_len
+from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy
+from nextstate.config import ModelConfig, typed
 
 
 def _kv(ids, layers=2):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.leaderboard import read_rows
 from harness.regress import Tolerance, compare, read_baselines, tolerance_for, write_baselines
 from harness.regress_checks import CheckRun, loss_drop
+from nextstate.leaderboard import read_rows
 
 ROOT = Path(__file__).parents[1]
 
@@ -136,9 +136,9 @@ def test_update_reports_the_loss_of_its_own_batch_before_and_after(cfg):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from harness.config import ModelConfig, typed
-    from harness.policy_factory import model_path
-    from harness.types import Sample
+    from agents.factory import model_path
+    from nextstate.config import ModelConfig, typed
+    from nextstate.types import Sample
     from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
 
     torch.manual_seed(0)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.atomic import read_jsonl
-from harness.leaderboard import read_rows
+from nextstate.atomic import read_jsonl
+from nextstate.leaderboard import read_rows
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).parents[1]

@@ -111,7 +111,7 @@ def test_kill_9_leaves_containers_that_the_next_start_reaps(docker, terminal_ima
     script = textwrap.dedent(f"""
         import sys, time
         from envs.sandbox import Sandbox
-        from harness.config import compose, typed
+        from nextstate.config import compose, typed
         from envs.sandbox import SandboxConfig
         s = Sandbox({terminal_image!r}, typed(compose().sandbox, SandboxConfig), run_id="pytest-orphan")
         s.start()

@@ -5,10 +5,10 @@ import json
 import pytest
 import requests
 
-from agents.serving import BackendConfig
-from agents.transformers_policy import SamplingConfig
-from harness.config import ModelConfig, typed
-from harness.policy_factory import model_path, serve_policy
+from agents.factory import model_path, serve_policy
+from agents.serving.backend import BackendConfig
+from agents.serving.transformers_policy import SamplingConfig
+from nextstate.config import ModelConfig, typed
 
 pytestmark = pytest.mark.model
 
@@ -67,7 +67,7 @@ def test_token_in_token_out_alignment(served):
 def test_seeds_go_as_sglang_takes_them_one_sampling_params_object_per_prompt(served):
     """SGLang's `sampling_seed` is one integer; a batch with a seed per prompt sends a list of
     `sampling_params` objects. The server takes that form, and refuses a list where an integer goes."""
-    from agents.http_policy import HTTPPolicy
+    from agents.serving.http_policy import HTTPPolicy
 
     s = SamplingConfig(6, 1.0, 1.0, 2048)
     wire = HTTPPolicy._sampling_params(s, [5, None])
@@ -200,7 +200,7 @@ def test_a_stream_is_read_whole_in_either_of_sglangs_two_ways_of_streaming(serve
     """The real server streams the reply so far in every event (SGLang's default); re-cut into only
     what is new per event, as SGLang sends it with `--incremental-streaming-output` (which the
     embedded server does not do), both read back as the unstreamed reply."""
-    from agents.http_policy import StreamedReply
+    from agents.serving.http_policy import StreamedReply
 
     prompt = served.prompt_ids([{"role": "user", "content": "Name three colours."}])
     sp = {"max_new_tokens": 12, "temperature": 0.0}
@@ -232,7 +232,7 @@ def test_the_backend_preflight_passes_on_the_embedded_server_and_names_what_brea
     refuses the batch, fails the checks that depend on it, each saying why."""
     import copy
 
-    from agents.http_policy import ServerError
+    from agents.serving.http_policy import ServerError
     from harness.backend_check import run_checks
 
     served_from = requests.get(served.url + "/get_model_info", timeout=10).json()["model_path"]

@@ -1,4 +1,4 @@
-"""Live sessions as steps (harness/sessions.py) and the proxy's request handling (harness/proxy.py):
+"""Live sessions as steps (trainers/proxy/sessions.py) and the proxy's request handling (trainers/proxy/server.py):
 the next main message is the previous reply's next state; side turns and finished sessions do not
 train; bad requests get a 400 saying why and a weight swap a 503; with the real model, a proxy run
 serves OpenAI-style clients, trains on their sessions and stops after its updates."""
@@ -15,11 +15,11 @@ import openai
 import pytest
 import requests
 
-from harness.async_loops import Gate
-from harness.openai_wire import BadRequest, plain_messages
-from harness.proxy import Proxy
-from harness.sessions import SessionBook, next_state_of
-from harness.types import Generation
+from nextstate.types import Generation
+from trainers.async_loops import Gate
+from trainers.proxy.openai_wire import BadRequest, plain_messages
+from trainers.proxy.server import Proxy
+from trainers.proxy.sessions import SessionBook, next_state_of
 
 ROOT = Path(__file__).parents[1]
 U = lambda text: {"role": "user", "content": text}  # noqa: E731
@@ -165,7 +165,7 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
 @pytest.mark.model
 @pytest.mark.timeout(900)
 def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp_path):
-    from harness.atomic import read_jsonl
+    from nextstate.atomic import read_jsonl
 
     run_dir = tmp_path / "proxy"
     with _running_proxy(tmp_path) as (proc, url):
@@ -208,7 +208,7 @@ def test_a_taken_port_is_a_clear_error_before_anything_starts(tmp_path):
 
 
 def test_a_journal_brings_back_waiting_replies_and_untrained_steps(tmp_path):
-    from harness.session_journal import SessionJournal
+    from trainers.proxy.journal import SessionJournal
 
     path = tmp_path / "sessions.jsonl"
     tools = [{"type": "function", "function": {"name": "w"}}]
@@ -243,7 +243,7 @@ def test_a_journal_brings_back_waiting_replies_and_untrained_steps(tmp_path):
 
 
 def test_tools_of_a_waiting_reply_survive_a_restart(tmp_path):
-    from harness.session_journal import SessionJournal
+    from trainers.proxy.journal import SessionJournal
 
     tools = [{"type": "function", "function": {"name": "w"}}]
     SessionBook(journal=SessionJournal(tmp_path / "j.jsonl")).record("a", "main", [U("q")], gen("a1"), 0, tools=tools)

@@ -3,11 +3,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.chat import render_prompt_ids
+from agents.serving.chat import render_prompt_ids
 from envs.task_formats import load_suite
-from harness.sft_run import SplitLeakError, oracle_trajectories
-from harness.types import NextState, Step, Trajectory
+from nextstate.types import NextState, Step, Trajectory
 from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
+from trainers.sft_run import SplitLeakError, oracle_trajectories
 
 SUITE = load_suite(Path(__file__).parents[1] / "envs" / "tasks" / "terminal")
 
@@ -23,8 +23,8 @@ def test_sft_lowers_train_loss_and_masks_the_prompt(cfg):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.config import ModelConfig, typed
-    from harness.policy_factory import model_path
+    from agents.factory import model_path
+    from nextstate.config import ModelConfig, typed
 
     path = model_path(typed(cfg.model, ModelConfig), cfg.paths.cache_dir)
     tok = AutoTokenizer.from_pretrained(path)

@@ -1,7 +1,7 @@
 """The four signals turn judged trajectories into samples, checked against hand-computed numbers."""
 import pytest
 
-from harness.types import Judgement, NextState, Step, Trajectory
+from nextstate.types import Judgement, NextState, Step, Trajectory
 from trainers.signals import SignalConfig, build_samples, collect_steps
 
 SIG = {
@@ -112,7 +112,7 @@ def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
 def test_topk_opd_loss_is_the_weighted_reverse_kl_averaged_over_all_samples():
     import torch
 
-    from harness.types import Sample
+    from nextstate.types import Sample
     from trainers.losses import topk_reverse_kl
     from trainers.update import topk_opd_loss
 

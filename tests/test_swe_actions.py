@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from envs.swe_actions import Replace, Shell, Write, parse_reply, render_replace, render_shell, render_write
-from envs.swe_grading import apply_script, is_test_file, split_patch
-from envs.swe_images import legacy_dockerfile
-from envs.swe_instances import SWEInstanceError, load_swe_suite, read_instances
-from envs.swe_oracle import reference_replies
+from envs.swe.actions import Replace, Shell, Write, parse_reply, render_replace, render_shell, render_write
+from envs.swe.grading import apply_script, is_test_file, split_patch
+from envs.swe.images import legacy_dockerfile
+from envs.swe.instances import SWEInstanceError, load_swe_suite, read_instances
+from envs.swe.oracle import reference_replies
 
 SUITE = Path(__file__).parents[1] / "envs" / "tasks" / "swe" / "instances.jsonl"
 RAW = [json.loads(line) for line in SUITE.read_text().splitlines()]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from envs.sandbox import wait_for_background_removals
-from envs.swe import SWEEnv, SWEEnvConfig
-from envs.swe_grading import grade_patch
-from envs.swe_instances import load_swe_suite
-from harness.config import compose, typed
+from envs.swe.env import SWEEnv, SWEEnvConfig
+from envs.swe.grading import grade_patch
+from envs.swe.instances import load_swe_suite
+from nextstate.config import compose, typed
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).parents[1]

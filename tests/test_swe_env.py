@@ -13,14 +13,14 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
+from agents.rollout import run_episode
 from envs.limits import EpisodeLimits
-from envs.swe import SWEEnv, SWEEnvConfig
-from envs.swe_actions import render_replace, render_shell, render_write
-from envs.swe_grading import grade_patch
-from envs.swe_instances import load_swe_suite
-from harness.config import compose, typed
-from harness.rollout import run_episode
-from harness.types import Task
+from envs.swe.actions import render_replace, render_shell, render_write
+from envs.swe.env import SWEEnv, SWEEnvConfig
+from envs.swe.grading import grade_patch
+from envs.swe.instances import load_swe_suite
+from nextstate.config import compose, typed
+from nextstate.types import Task
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).parents[1]

@@ -8,10 +8,10 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
+from agents.rollout import run_episode
 from envs.limits import EpisodeLimits
 from envs.task_formats import load_suite, load_task_dir
-from envs.terminal import TerminalEnv
-from harness.rollout import run_episode
+from envs.terminal.env import TerminalEnv
 
 pytestmark = pytest.mark.docker
 SUITE = load_suite(Path(__file__).parents[1] / "envs" / "tasks" / "terminal")

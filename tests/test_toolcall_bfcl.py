@@ -12,14 +12,14 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent
-from envs import toolcall_bfcl as B
-from envs import toolcall_bfcl_single as S
+from agents.rollout import run_episode
 from envs.limits import EpisodeLimits
-from envs.toolcall import ToolCallEnv, ToolCallEnvConfig
-from envs.toolcall_bfcl_multi import _utils, reference_turns
-from envs.toolcall_parse import ToolCall, render_calls
-from harness.config import compose, typed
-from harness.rollout import run_episode
+from envs.toolcall.bfcl import single as S
+from envs.toolcall.bfcl import suite as B
+from envs.toolcall.bfcl.multi import _utils, reference_turns
+from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig
+from envs.toolcall.parse import ToolCall, render_calls
+from nextstate.config import compose, typed
 
 SINGLE = [c for c in B.SINGLE_TURN if c not in B.NO_CALL_EXPECTED]
 SAMPLE = 12  # entries per category for the perturbation tests (every k-th entry, fixed)
@@ -218,8 +218,8 @@ def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(en
     is left as it is."""
     from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
 
-    from envs.toolcall_bfcl import answers, ast_checker, entries
-    from envs.toolcall_bfcl_check import checked, checker_module, entry_inputs
+    from envs.toolcall.bfcl.check import checked, checker_module, entry_inputs
+    from envs.toolcall.bfcl.suite import answers, ast_checker, entries
 
     _, python = ast_checker()
     model, seen, restyled_valid = config.bfcl_checker_model, 0, 0
@@ -296,7 +296,7 @@ def run_turns(env, task, turns, config, max_steps=None):
 
 
 def _gen(text):
-    from harness.types import Generation
+    from nextstate.types import Generation
     return Generation(text=text, token_ids=[], logprobs=[])
 
 

@@ -9,13 +9,13 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
+from agents.rollout import run_episode
 from envs.limits import EpisodeLimits
-from envs.toolcall import ToolCallEnv, ToolCallEnvConfig
-from envs.toolcall_bundled import load_bundled, task_tools
-from envs.toolcall_tools import toolsets
-from envs.toolcall_validate import check_calls
-from harness.config import compose, typed
-from harness.rollout import run_episode
+from envs.toolcall.bundled import load_bundled, task_tools
+from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig
+from envs.toolcall.tools import toolsets
+from envs.toolcall.validate import check_calls
+from nextstate.config import compose, typed
 
 SUITE = load_bundled(Path(__file__).parents[1] / "envs" / "tasks" / "toolcall")
 NO_DOCKER = [t for t in SUITE if "python" not in t.data["toolsets"]]

@@ -1,8 +1,8 @@
 """Fast tests, no Docker: how a reply becomes tool calls, and which calls the tools accept."""
 import pytest
 
-from envs.toolcall_parse import ToolCall, parse_reply, render_calls, render_tool_responses
-from envs.toolcall_validate import ToolSpec, check_calls, spec_from_schema
+from envs.toolcall.parse import ToolCall, parse_reply, render_calls, render_tool_responses
+from envs.toolcall.validate import ToolSpec, check_calls, spec_from_schema
 
 SPECS = {
     "get_order": ToolSpec("get_order", {"order_id": "integer"}, frozenset({"order_id"})),
@@ -61,7 +61,7 @@ def _reference_scan(body: str):
     """scan_calls as its docstrings specify it: a regex split, then the explicit per-block checks."""
     import re
 
-    from envs.toolcall_parse import _CLOSE, _EMPTY, _OPEN, _UNBALANCED, _calls
+    from envs.toolcall.parse import _CLOSE, _EMPTY, _OPEN, _UNBALANCED, _calls
 
     if "tool_call>" not in body:
         return [], body.strip(), None if body.strip() else _EMPTY
@@ -77,7 +77,7 @@ def _reference_scan(body: str):
 def test_the_fast_scanner_equals_the_regex_reference_on_random_replies():
     import random
 
-    from envs.toolcall_parse import scan_calls
+    from envs.toolcall.parse import scan_calls
 
     pieces = ["<tool_call>", "</tool_call>", "<tool_", "call>", " ", "\n", "\t", "text", '{"name": "f"}',
               '{"name": " g ", "arguments": {"x": [1, "</tool_call>"]}}', '{"name": 3}', '{"name": ""}',
@@ -142,7 +142,7 @@ def test_the_one_test_fast_check_agrees_with_the_spelled_out_one():
     """`_arguments_problem` settles the usual call by a subset test; it must never hide a problem."""
     import random
 
-    from envs.toolcall_validate import _PY_TYPES, _arguments_problem, _explain
+    from envs.toolcall.validate import _PY_TYPES, _arguments_problem, _explain
 
     type_names = [*_PY_TYPES, "any", "weird", None, 5]
     values = ["s", 1, 1.5, True, None, [1], {"a": 1}, (1,)]

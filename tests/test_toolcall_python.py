@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from agents.base import OracleAgent
-from envs.toolcall import ToolCallEnv, ToolCallEnvConfig
-from envs.toolcall_bundled import load_bundled
-from harness.config import compose, typed
-from harness.rollout import run_episode
+from agents.rollout import run_episode
+from envs.toolcall.bundled import load_bundled
+from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig
+from nextstate.config import compose, typed
 
 pytestmark = pytest.mark.docker
 SUITE = load_bundled(Path(__file__).parents[1] / "envs" / "tasks" / "toolcall")

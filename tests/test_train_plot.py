@@ -1,4 +1,4 @@
-"""A run's training curves (harness/train_plot.py): drawn from its train_log.jsonl, with the panels
+"""A run's training curves (trainers/train_plot.py): drawn from its train_log.jsonl, with the panels
 its mode logs (async and proxy runs add staleness and waiting), redrawn as the log grows."""
 import json
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from harness.train_plot import panels_for, write_train_plot
+from trainers.train_plot import panels_for, write_train_plot
 
 ROOT = Path(__file__).parents[1]
 SYNC = [{"iteration": i, "loss": 0.5 - 0.1 * i, "pg_loss": 0.4, "kl": 0.0, "samples": 8, "hints_accepted": 3,
@@ -37,6 +37,6 @@ def test_the_plot_is_written_and_grows_with_the_log(tmp_path):
     tall = Image.open(write_train_plot(tmp_path / "async"))
     assert small.size[0] == tall.size[0] and tall.size[1] > small.size[1]  # a third row of panels
     assert not list((tmp_path / "async").glob(".*tmp*"))  # written atomically
-    p = subprocess.run([sys.executable, "-m", "harness.train_plot", str(tmp_path / "sync")], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-m", "trainers.train_plot", str(tmp_path / "sync")], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip().endswith("train_curves.png")

@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from harness.leaderboard import read_rows
-from harness.oracle_judge import OracleHints, OracleJudge, oracle_hint
-from harness.types import NextState, Sample, Step
+from nextstate.leaderboard import read_rows
+from nextstate.types import NextState, Sample, Step
+from trainers.feedback.oracle_judge import OracleHints, OracleJudge, oracle_hint
 
 ROOT = Path(__file__).parents[1]
 
@@ -44,8 +44,8 @@ def test_oracle_hints_come_only_from_the_current_task():
 def test_ppo_update_changes_every_trained_parameter(cfg):
     from transformers import AutoModelForCausalLM
 
-    from harness.config import ModelConfig, typed
-    from harness.policy_factory import model_path
+    from agents.factory import model_path
+    from nextstate.config import ModelConfig, typed
     from trainers.update import UpdateConfig, ppo_update
 
     path = model_path(typed(cfg.model, ModelConfig), cfg.paths.cache_dir)
@@ -110,8 +110,8 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
 
 
 def test_curriculum_knobs():
-    from harness.curriculum import filter_tasks, max_steps_at
-    from harness.types import Task
+    from nextstate.types import Task
+    from trainers.curriculum import filter_tasks, max_steps_at
 
     assert [max_steps_at(i, 5, 2, 10) for i in range(5)] == [2, 4, 6, 8, 10]
     assert max_steps_at(3, 5, None, 7) == 7 and max_steps_at(0, 1, 2, 7) == 7
@@ -120,7 +120,7 @@ def test_curriculum_knobs():
     assert [t.task_id for t in filter_tasks(tasks, ["easy"], None)] == ["a", "c"]
     assert [t.task_id for t in filter_tasks(tasks, None, ["git"])] == ["a", "b"]
     assert [t.task_id for t in filter_tasks(tasks, ["easy"], ["git"])] == ["a"]
-    from harness.curriculum import without_tags
+    from trainers.curriculum import without_tags
     assert [t.task_id for t in without_tags(tasks, ["sql"])] == ["a", "b"] and without_tags(tasks, None) == tasks
 
 
@@ -153,7 +153,7 @@ def _async_args(tmp_path, *extra, name="async"):
 @pytest.mark.model
 @pytest.mark.timeout(1800)  # two short runs with the real model; no Docker (the chat env)
 def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(tmp_path, cfg):
-    from harness.atomic import read_jsonl
+    from nextstate.atomic import read_jsonl
 
     run, env = tmp_path / "async", dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
     proc = subprocess.Popen(_async_args(tmp_path, "mode.iterations=3"), cwd=ROOT, env=env, text=True,

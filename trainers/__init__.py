@@ -1,1 +1,3 @@
-"""Trainers: advantages, losses and the loops that apply them to a policy."""
+"""Trainers: the math (signals, losses, the PPO update, checkpoints) and every loop that applies it:
+sync (`sync`), async (`async_train`, `async_loops`), SFT (`sft_run`), the proxy (`proxy/`), with the
+step-level feedback they read (`feedback/`)."""

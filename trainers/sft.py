@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.types import Sample, Trajectory
+from nextstate.types import Sample, Trajectory
 
 
 @dataclass
@@ -37,8 +37,8 @@ def sft_samples(trajs: list[Trajectory], tokenizer, tools_of, render) -> list[Sa
 def sft_loss(model, batch: list[Sample]) -> torch.Tensor:
     """Mean negative log-likelihood of the response tokens (token-mean within a sample, then mean
     over samples, as the RL losses aggregate)."""
-    from .losses import masked_sample_mean
-    from .update import sequence_logprobs
+    from trainers.losses import masked_sample_mean
+    from trainers.update import sequence_logprobs
 
     lp, mask = sequence_logprobs(model, batch, 1.0)
     return -masked_sample_mean(lp, mask)

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.types import Judgement, Sample, Step, Trajectory
-
-from .losses import combined_advantage, grpo_outcome_advantages, stepwise_standardize
+from nextstate.types import Judgement, Sample, Step, Trajectory
+from trainers.losses import combined_advantage, grpo_outcome_advantages, stepwise_standardize
 
 
 @dataclass

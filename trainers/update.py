@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.types import Sample
-
-from .losses import k3_kl, ppo_clipped_loss, topk_reverse_kl
+from nextstate.types import Sample
+from trainers.losses import k3_kl, ppo_clipped_loss, topk_reverse_kl
 
 
 @dataclass

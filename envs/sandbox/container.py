@@ -13,9 +13,9 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from .errors import SandboxError
-from .labels import run_labels
-from .shell import PersistentShell, ShellResult
+from envs.sandbox.errors import SandboxError
+from envs.sandbox.labels import run_labels
+from envs.sandbox.shell import PersistentShell, ShellResult
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import docker.errors
 
-from .errors import SandboxError
+from envs.sandbox.errors import SandboxError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HASH_LABEL = "nextstate.content_hash"

@@ -14,7 +14,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from .errors import SandboxError
+from envs.sandbox.errors import SandboxError
 
 _SAFE = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^*()[]{}<>|&;~#!?")
 

@@ -1,0 +1,88 @@
+"""Many episodes at once: one env per worker thread (`EnvPool`), `parallel` episodes in flight (the
+model's endpoint batches their requests), results in task order, and the summary every mode reports."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Callable
+
+from tqdm import tqdm
+
+from agents.rollout import run_episode
+from nextstate.types import Task, Trajectory
+
+
+def summarize(trajs: list[Trajectory]) -> dict:
+    graded = [t for t in trajs if not t.infra_failure]
+    n = len(graded)
+    return {
+        "n_tasks": len(trajs),
+        "n_graded": n,
+        "success_rate": (sum(t.success for t in graded) / n) if n else 0.0,
+        "mean_outcome": (sum(t.outcome for t in graded) / n) if n else 0.0,
+        "mean_steps": (sum(len(t.steps) for t in graded) / n) if n else 0.0,
+        "infra_failures": len(trajs) - n,
+        "tokens": sum(t.n_tokens for t in trajs),
+        "per_task": {t.task_id: {"success": t.success, "outcome": t.outcome, "steps": len(t.steps),
+                                 "infra_failure": t.infra_failure} for t in trajs},
+    }
+
+
+class EnvPool:
+    """One env per worker thread, created on first use, all closed at the end."""
+
+    def __init__(self, make_env: Callable):
+        self._make_env = make_env
+        self._local = threading.local()
+        self._all: list = []
+        self._lock = threading.Lock()
+
+    def get(self):
+        env = getattr(self._local, "env", None)
+        if env is None:
+            env = self._local.env = self._make_env()
+            if getattr(self, "max_steps", None) is not None:
+                env.max_steps = self.max_steps
+            with self._lock:
+                self._all.append(env)
+        return env
+
+    def set_max_steps(self, n: int) -> None:
+        """Change the step limit of every env (curriculum); envs made later get it too."""
+        self.max_steps = n
+        for env in self._all:
+            env.max_steps = n
+
+    def close(self) -> None:
+        for env in self._all:
+            env.close()
+        self._all.clear()
+
+
+def run_episodes(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, system_prompt: str,
+                 seed: int, parallel: int, on_done: Callable[[Trajectory], None] | None = None,
+                 progress: bool = True, desc: str = "episodes") -> list[Trajectory]:
+    """Run one episode per task (tasks may repeat), `parallel` at a time; results in task order.
+    `make_agent(i)` makes the agent of episode i (so per-episode seeds do not depend on scheduling)."""
+    results: list[Trajectory | None] = [None] * len(tasks)
+    ex = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="episode")
+    try:
+        with tqdm(total=len(tasks), desc=desc, disable=not progress) as bar:
+            futs = {ex.submit(lambda i, t: run_episode(pool.get(), make_agent(i), t, system_prompt, seed=seed), i, t): i
+                    for i, t in enumerate(tasks)}
+            wins = 0
+            for fut in as_completed(futs):
+                traj = fut.result()
+                results[futs[fut]] = traj
+                if on_done:
+                    on_done(traj)
+                wins += traj.success
+                bar.update()
+                bar.set_postfix(success=wins)
+    except BaseException:
+        # Ctrl-C / SIGTERM: drop queued episodes and return at once; the caller closes the envs
+        # (removing their containers) and stops the server, which ends the running ones.
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+    return results  # type: ignore[return-value]

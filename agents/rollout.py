@@ -1,0 +1,53 @@
+"""One episode: the agent acts, the env answers with a next state, until it ends. The transcript
+kept here is exactly what the policy saw, so every step can be re-scored later."""
+from __future__ import annotations
+
+import time
+
+from agents.base import Agent
+from nextstate.types import NextState, Step, Task, Trajectory
+
+# What of the last step's info a trajectory keeps: the grader's report, and a persona chat task's
+# first-reply grade (envs/chat/env.py), which the personalization score is computed from.
+FINAL_INFO_KEPT = ("test_output", "first_reply_met", "first_reply_wants", "corrections")
+
+
+def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int | None = None) -> Trajectory:
+    t0 = time.monotonic()
+    obs, info = env.reset(seed=seed, options={"task_id": task.task_id})
+    traj = Trajectory(task_id=task.task_id, env_id=env.spec.id if env.spec else type(env).__name__)
+    traj.timings["setup"] = info.get("setup_s", time.monotonic() - t0)
+    if info.get("infra_failure"):
+        traj.infra_failure, traj.infra_reason = True, info.get("infra_reason", "")
+        return traj
+    agent.begin(task, env.unwrapped.reference_actions(task))
+    tools = env.unwrapped.tools_for(task)
+    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": obs}]
+    t_agent = time.monotonic()
+    while True:
+        t = time.monotonic()
+        gen = agent.act(messages, tools=tools)
+        t_gen = time.monotonic() - t
+        obs, reward, terminated, truncated, info = env.step(gen.text)
+        traj.steps.append(Step(
+            index=len(traj.steps), prompt_messages=list(messages), action_text=gen.text,
+            next_state=info.get("next_state") or NextState(kind="error", text=obs),
+            action_token_ids=list(gen.token_ids), rollout_logprobs=list(gen.logprobs),
+            prompt_token_ids=list(gen.prompt_token_ids), reward=float(reward),
+            info={k: v for k, v in info.items() if k in ("step_label", "truncated_by")},
+            timings={"generate": t_gen, "env": time.monotonic() - t - t_gen},
+        ))
+        messages += [{"role": "assistant", "content": gen.text}, {"role": "user", "content": obs}]
+        if terminated or truncated:
+            break
+    traj.terminated, traj.truncated = bool(terminated), bool(truncated)
+    traj.infra_failure = bool(info.get("infra_failure"))
+    traj.infra_reason = info.get("infra_reason", "")
+    traj.outcome = float(info.get("outcome", 0.0))
+    traj.success = bool(info.get("success", False)) and not traj.infra_failure
+    traj.timings["verify"] = float(info.get("verify_s", 0.0))
+    traj.timings["agent"] = time.monotonic() - t_agent - traj.timings["verify"]
+    for key in FINAL_INFO_KEPT:
+        if key in info:
+            traj.info[key] = info[key]
+    return traj

@@ -1,0 +1,302 @@
+"""The embedded CPU server: the subset of SGLang's native HTTP API that the method needs, served by
+the transformers backend with dynamic batching. The same client talks to it and to a real SGLang
+server, so nothing above the client knows which one runs.
+
+  POST /generate                  text | input_ids (one or a list), sampling_params, return_logprob,
+                                  logprob_start_len, top_logprobs_num; max_new_tokens 0 = scoring;
+                                  stream: true = server-sent events, one per token (one prompt)
+  POST /update_weights_from_disk  {"model_path": dir}
+  GET  /health, GET /get_model_info
+  POST /v1/chat/completions       OpenAI-style chat (messages, tools, max_tokens, temperature ...)
+
+Run: python -m agents.serving.embedded_server --model-path DIR --port 30000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from agents.serving.batcher import GenerationBatcher
+from agents.serving.chat import render_prompt_ids
+from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy, seed_of, stop_strings
+
+
+class BadRequest(ValueError):
+    pass
+
+
+class Engine:
+    """What the HTTP layer calls; also usable in-process."""
+
+    def __init__(self, policy: TransformersPolicy, model_path: str, max_batch: int = 16):
+        self.policy = policy
+        self.model_path = model_path
+        self.batcher = GenerationBatcher(policy, max_batch=max_batch)
+        self.weight_version = 0
+
+    def _sampling(self, sp: dict) -> SamplingConfig:
+        try:
+            return SamplingConfig(int(sp.get("max_new_tokens", 128)), float(sp.get("temperature", 1.0)),
+                                  float(sp.get("top_p", 1.0)), self.policy.sampling.max_prompt_tokens,
+                                  bool(sp.get("ignore_eos", False)), stop_strings(sp.get("stop")))
+        except (TypeError, ValueError) as e:
+            raise BadRequest(f"bad sampling_params: {e}") from e
+
+    def _request(self, body: dict):
+        """(prompts, one prompt given?, samplings, seeds) of a /generate body, one sampling and seed
+        per prompt."""
+        if "input_ids" in body:
+            ids = body["input_ids"]
+        elif "text" in body:
+            texts = body["text"]
+            many = isinstance(texts, list)
+            ids = [self.policy.tokenizer.encode(t, add_special_tokens=False) for t in (texts if many else [texts])]
+            ids = ids if many else ids[0]
+        else:
+            raise BadRequest("give `text` or `input_ids`")
+        single = bool(ids) and isinstance(ids[0], int)
+        batch = [ids] if single else ids
+        if not batch or not all(isinstance(x, list) and x and all(isinstance(t, int) for t in x) for x in batch):
+            raise BadRequest("input_ids must be a non-empty list of ints (or a list of such lists)")
+        sp = body.get("sampling_params") or {}
+        per_prompt = sp if isinstance(sp, list) else [sp] * len(batch)  # SGLang: one dict, or one per prompt
+        if len(per_prompt) != len(batch) or not all(isinstance(x, dict) for x in per_prompt):
+            raise BadRequest(f"sampling_params: one object, or a list of {len(batch)} (one per prompt)")
+        return batch, single, [self._sampling(x) for x in per_prompt], [self._seed(x) for x in per_prompt]
+
+    @staticmethod
+    def _seed(sp: dict) -> int | None:
+        try:
+            return seed_of(sp.get("sampling_seed", sp.get("seed")), "sampling_seed")
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+
+    @staticmethod
+    def _starts(start, n: int) -> list[int] | None:
+        """`logprob_start_len` per prompt: one integer for all, or (as SGLang takes it) one per prompt
+        of a batch, so a trainer scores many (prompt, response) pairs in one padded forward pass.
+        None (or a negative start) asks for no input logprobs."""
+        if start is None:
+            return None
+        if isinstance(start, list):
+            if len(start) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in start):
+                raise BadRequest(f"logprob_start_len: a list needs one integer per prompt ({n})")
+            return start if all(x >= 0 for x in start) else None
+        if not isinstance(start, int) or isinstance(start, bool):
+            raise BadRequest("logprob_start_len must be an integer or a list of them")
+        return [start] * n if start >= 0 else None
+
+    def _meta(self, prompt: list[int], out_ids: list[int], finish: str | None) -> dict:
+        return {"id": uuid.uuid4().hex, "prompt_tokens": len(prompt), "completion_tokens": len(out_ids),
+                "weight_version": self.weight_version, "finish_reason": finish and {"type": finish}}
+
+    def generate(self, body: dict):
+        batch, single, samplings, seeds = self._request(body)
+        want_lp = bool(body.get("return_logprob"))
+        start = body.get("logprob_start_len", -1)
+        top_k = int(body.get("top_logprobs_num") or 0)
+        futures = [self.batcher.submit(p, s, seed) if s.max_new_tokens > 0 else None  # 0: scoring only
+                   for p, s, seed in zip(batch, samplings, seeds)]
+        outs = [([], [], "length") if f is None else f.result() for f in futures]
+        starts = self._starts(start, len(batch))
+        inputs = None
+        if want_lp and starts is not None:
+            with self.batcher.locked():
+                inputs = self.policy.input_logprobs(batch, starts, top_k)
+        results = []
+        for i, (out_ids, out_lps, finish) in enumerate(outs):
+            meta = self._meta(batch[i], out_ids, finish)
+            if want_lp:
+                meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(out_lps, out_ids)]
+                if inputs is not None:
+                    lps, tops = inputs[i]
+                    toks = batch[i][max(0, starts[i]):]
+                    meta["input_token_logprobs"] = [[lp, t, None] for lp, t in zip(lps, toks)]
+                    if top_k:
+                        meta["input_top_logprobs"] = [[[lp, t, None] for lp, t in row] for row in tops]
+            results.append({"text": self.policy.tokenizer.decode(out_ids, skip_special_tokens=True),
+                            "output_ids": out_ids, "meta_info": meta})
+        return results[0] if single else results
+
+    def generate_stream(self, body: dict):
+        """`/generate` with `stream: true`, as SGLang streams it: one chunk per sampled token, each with
+        the text and ids so far, then a last chunk with the finish reason (and the output logprobs
+        when asked). One prompt per request; its arguments are checked before the first chunk."""
+        batch, single, samplings, seeds = self._request(body)
+        if not single:
+            raise BadRequest("stream one prompt at a time")
+        return self._stream(batch[0], samplings[0], seeds[0], bool(body.get("return_logprob")))
+
+    def _stream(self, prompt: list[int], sampling: SamplingConfig, seed: int | None, want_lp: bool):
+        tokens: queue.Queue[int] = queue.Queue()
+        future = self.batcher.submit(prompt, sampling, seed, on_token=tokens.put)
+        decode = self.policy.tokenizer.decode
+        so_far: list[int] = []
+        while not (future.done() and tokens.empty()):
+            try:
+                so_far.append(tokens.get(timeout=0.05))
+            except queue.Empty:
+                continue
+            yield {"text": decode(so_far, skip_special_tokens=True), "output_ids": list(so_far),
+                   "meta_info": self._meta(prompt, so_far, None)}
+        out_ids, out_lps, finish = future.result()
+        meta = self._meta(prompt, out_ids, finish)
+        if want_lp:
+            meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(out_lps, out_ids)]
+        yield {"text": decode(out_ids, skip_special_tokens=True), "output_ids": out_ids, "meta_info": meta}
+
+    def update_weights_from_disk(self, body: dict) -> dict:
+        path = body.get("model_path")
+        if not path:
+            raise BadRequest("give `model_path`")
+        t0 = time.monotonic()
+        with self.batcher.locked():
+            self.policy.load_weights(path)
+            self.model_path = path
+            self.weight_version += 1
+        return {"success": True, "message": f"loaded {path} in {time.monotonic() - t0:.2f}s",
+                "weight_version": self.weight_version}
+
+    def chat_completions(self, body: dict) -> dict:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise BadRequest("`messages` must be a non-empty list")
+        prompt = self.policy._fit(render_prompt_ids(self.policy.tokenizer, msgs, body.get("tools")))
+        sp = {"max_new_tokens": body.get("max_tokens", body.get("max_completion_tokens", 128)),
+              "temperature": body.get("temperature", 1.0), "top_p": body.get("top_p", 1.0)}
+        out = self.generate({"input_ids": prompt, "sampling_params": {**sp, "seed": body.get("seed")},
+                             "return_logprob": bool(body.get("logprobs"))})
+        choice = {"index": 0, "message": {"role": "assistant", "content": out["text"]},
+                  "finish_reason": out["meta_info"]["finish_reason"]["type"]}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": [{"token": self.policy.tokenizer.decode([t]), "logprob": lp}
+                                              for lp, t, _ in out["meta_info"]["output_token_logprobs"]]}
+        return {"id": "chatcmpl-" + out["meta_info"]["id"], "object": "chat.completion",
+                "created": int(time.time()), "model": body.get("model", self.policy.model_name),
+                "choices": [choice],
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(out["output_ids"]),
+                          "total_tokens": len(prompt) + len(out["output_ids"])}}
+
+
+def make_handler(engine: Engine):
+    routes_post = {"/generate": engine.generate, "/update_weights_from_disk": engine.update_weights_from_disk,
+                   "/v1/chat/completions": engine.chat_completions}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # quiet: the harness has its own progress output
+            pass
+
+        def _send(self, status: int, obj) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._send(200, {"status": "ok"})
+            elif self.path == "/get_model_info":
+                pc = engine.policy.prefix_cache
+                self._send(200, {"model_path": engine.model_path, "weight_version": engine.weight_version,
+                                 "is_generation": True,
+                                 "prefix_cache": None if pc is None else {
+                                     "hit_tokens": pc.hit_tokens, "miss_tokens": pc.miss_tokens,
+                                     "entries": len(pc), "tokens": pc.tokens, "max_tokens": pc.max_tokens}})
+            else:
+                self._send(404, {"error": {"message": f"no route GET {self.path}"}})
+
+        def _stream(self, chunks) -> None:
+            """Server-sent events, one per chunk, then `[DONE]`; the connection closes after them."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client left (the rest of its reply is still sampled, then dropped)
+            except Exception as e:  # headers are sent: the error becomes the last event
+                error = {"error": {"message": f"{type(e).__name__}: {e}"}}
+                self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
+            finally:
+                chunks.close()
+            self.wfile.write(b"data: [DONE]\n\n")
+
+        def do_POST(self):
+            fn = routes_post.get(self.path)
+            if fn is None:
+                return self._send(404, {"error": {"message": f"no route POST {self.path}"}})
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if not isinstance(body, dict):
+                    raise BadRequest("the body must be a JSON object")
+                if self.path == "/generate" and body.get("stream"):
+                    return self._stream(engine.generate_stream(body))
+                self._send(200, fn(body))
+            except (json.JSONDecodeError, BadRequest) as e:
+                self._send(HTTPStatus.BAD_REQUEST, {"error": {"message": str(e)}})
+            except Exception as e:  # the server stays up; the caller learns what broke
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": {"message": f"{type(e).__name__}: {e}"}})
+
+    return Handler
+
+
+def _exit_with_parent(pid: int) -> None:
+    """A server launched by the harness must not outlive it (even after a kill -9)."""
+    import os
+    import threading
+
+    def watch():
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model-path", required=True)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=30000)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--prefix-cache-tokens", type=int, default=32768,
+                    help="KV of recent prompts kept for reuse of shared prefixes, in tokens (0 = off)")
+    ap.add_argument("--max-prompt-tokens", type=int, default=4096)
+    ap.add_argument("--model-name", default="embedded")
+    ap.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    a = ap.parse_args(argv)
+    if a.parent_pid:
+        _exit_with_parent(a.parent_pid)
+    policy = TransformersPolicy.load(a.model_path, SamplingConfig(128, 1.0, 1.0, a.max_prompt_tokens),
+                                     model_name=a.model_name, dtype=a.dtype, threads=a.threads)
+    policy.enable_prefix_cache(a.prefix_cache_tokens)
+    server = ThreadingHTTPServer((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch)))
+    server.daemon_threads = True
+    print(f"[embedded-server] ready on http://{a.host}:{a.port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The GUI env: web apps driven through a real Chromium, observed as an accessibility tree."""

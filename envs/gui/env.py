@@ -1,0 +1,418 @@
+"""`nextstate/GUI-v0`: web tasks in Debian's Chromium, driven by Playwright, read through the
+browser's accessibility tree.
+
+Tasks: every MiniWoB++ page of the `miniwob` wheel (gui_miniwob) and the bundled multi-step apps
+(gui_apps), served from a loopback server (gui_server). `suite` picks miniwob | apps | all.
+
+Observation: the goal, then the page's accessibility tree with element refs (gui_a11y). Action:
+one of click(ref), type(ref, "text"), select(ref, "option"), press("Key"), scroll(dx, dy), done()
+(gui_actions). The next state says what the action changed: a compact diff of the tree (what the
+judge reads); the agent's observation is that diff followed by the whole current tree. A PNG
+screenshot of every state is written under `<output_dir>/screenshots/` for visual policies; the
+output dir is the `output_dir` config value, the constructor's `output_dir`, a reset option
+`output_dir` (under `harness.run`, the run dir: envs/make.py); with none of them no screenshot is taken.
+
+Episodes: one fresh browser context each (gui_browser); the browser process is shared and
+relaunched when it dies. A MiniWoB page ends its episode itself (raw reward, success = full
+success); an app is graded when the agent says done() (or a limit cuts it) by reading the app's
+state. Browser trouble is an infra failure (`info["infra_failure"]`), never a reward.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+
+from envs.base import pick_task
+from envs.gui.a11y import diff_trees, parse_tree
+from envs.gui.actions import GUIAction, parse_reply
+from envs.gui.apps import STATE_JS, check, load_app_tasks
+from envs.gui.browser import BrowserDied, BrowserHost, BrowserOptions
+from envs.gui.miniwob import (
+    HIDE_CHROME_CSS,
+    METADATA_JS,
+    START_JS,
+    html_dir,
+    is_success,
+    load_miniwob_tasks,
+    window_and_clip,
+)
+from envs.gui.page import ActionError, PageSession
+from envs.gui.server import StaticServer
+from envs.gui.solvers import MINIWOB_SOLVERS, SolverError, StepsSolver
+from envs.spaces import FreeText
+from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
+from nextstate.types import NextState, Task
+
+
+@dataclass
+class GUIEnvConfig(EnvConfig):
+    suite: str  # miniwob | apps | all
+    apps_dir: str
+    chromium: str
+    chromium_args: list[str]
+    viewport_width: int  # apps; MiniWoB pages use MiniWoB's own window size
+    viewport_height: int
+    miniwob_episode_ms: int | None
+    launch_timeout_s: float
+    call_timeout_s: float
+    nav_timeout_s: float
+    screenshots: bool
+    output_dir: str | None
+    obs_max_chars: int
+    diff_max_lines: int
+    prewarm: bool
+    prewarm_idle_s: float
+    oracle_max_steps: int
+
+
+class _StartError(RuntimeError):
+    pass
+
+
+class GUIEnv(gym.Env[str, str]):
+    metadata = {"render_modes": []}
+    seed_shapes_episodes = True  # MiniWoB seeds each page's random content
+
+    def __init__(self, config: GUIEnvConfig | None = None, sandbox=None, *, tasks: list[Task] | None = None,
+                 split: str | None = None, run_id: str = "adhoc", output_dir: str | Path | None = None):
+        if config is None:
+            config = conf_defaults("env", "gui", GUIEnvConfig)
+        self.config, self.run_id = config, run_id
+        self.tasks = tasks if tasks is not None else self._load_tasks(split)
+        if not self.tasks:
+            raise ValueError(f"no GUI tasks for suite={config.suite!r} split={split}")
+        self._by_id = {t.task_id: t for t in self.tasks}
+        self.observation_space = FreeText()
+        self.action_space = FreeText()
+        out = output_dir or config.output_dir
+        self.output_dir = Path(out) if out else None
+        self._host = BrowserHost(BrowserOptions(
+            executable=config.chromium, args=tuple(config.chromium_args),
+            launch_timeout_s=config.launch_timeout_s, call_timeout_s=config.call_timeout_s,
+            nav_timeout_s=config.nav_timeout_s, prewarm_idle_s=config.prewarm_idle_s))
+        self._server: StaticServer | None = None
+        self._session: PageSession | None = None
+        self.task: Task | None = None
+        self.goal = ""
+        self.seed_used = 0
+        self._episode = 0
+        self._step = 0
+        self._shots: Path | None = None
+        self._final: tuple[float, dict] | None = None
+
+    def _load_tasks(self, split: str | None) -> list[Task]:
+        suite = self.config.suite
+        if suite not in ("miniwob", "apps", "all"):
+            raise ValueError(f"unknown GUI suite {suite!r}; choose miniwob, apps or all")
+        apps_dir = Path(self.config.apps_dir)
+        apps_dir = apps_dir if apps_dir.is_absolute() else REPO_ROOT / apps_dir
+        tasks = []
+        if suite in ("apps", "all"):
+            tasks += load_app_tasks(apps_dir, split)
+        if suite in ("miniwob", "all"):
+            tasks += load_miniwob_tasks(split)
+        return tasks
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _url(self, task: Task) -> str:
+        if self._server is None:
+            apps_dir = Path(self.config.apps_dir)
+            self._server = StaticServer({"miniwob": html_dir(),
+                                         "apps": apps_dir if apps_dir.is_absolute() else REPO_ROOT / apps_dir})
+        mount = "miniwob" if task.data["suite"] == "miniwob" else "apps"
+        return self._server.url(mount, task.data["path"])
+
+    def _geometry(self, task: Task) -> tuple[tuple[int, int], dict | None]:
+        if task.data["suite"] == "miniwob":
+            return window_and_clip(task)
+        return (self.config.viewport_width, self.config.viewport_height), None
+
+    def _shot_path(self) -> Path | None:
+        if self._shots is None:
+            return None
+        return self._shots / f"step{self._step:02d}.png"
+
+    async def _open(self, task: Task, seed: int, url: str, screenshot: Path | None):
+        (w, h), clip = self._geometry(task)
+        tab = await self._host.open_tab(url, w, h)
+        session = PageSession(tab, clip)
+        try:
+            if task.data["suite"] == "miniwob":
+                res = await tab.page.evaluate(START_JS, [str(seed), self.config.miniwob_episode_ms,
+                                                         task.split, HIDE_CHROME_CSS])
+                if not res.get("ready"):
+                    raise _StartError(f"MiniWoB task {task.task_id} did not become ready")
+                goal = str(res.get("utterance") or "")
+            else:
+                goal = task.instruction
+            tree, shot = await session.observe(screenshot)
+        except BaseException:
+            await tab.close()
+            raise
+        return session, goal, tree, shot
+
+    async def _act(self, action: GUIAction, screenshot: Path | None):
+        """Act, then read the page; a MiniWoB page's reward is read alongside (one round trip, not
+        two in a row), and when it says the episode ended the read is dropped unawaited: the page
+        shows its START cover then, nothing to observe."""
+        session = self._session
+        old = session.tree
+        await session.act(action)
+        read = asyncio.ensure_future(session.read(screenshot is not None))
+        meta = None
+        if self.task.data["suite"] == "miniwob":
+            try:
+                meta = await session.page.evaluate(METADATA_JS)
+            finally:
+                if meta is None or meta["done"]:
+                    read.add_done_callback(lambda f: f.cancelled() or f.exception())  # dropped: no warning
+            if meta["done"]:
+                return old, old, None, meta, session.take_dialogs()
+        tree, png = await read
+        tree, shot = session.keep(tree, png, screenshot)
+        return old, tree, shot, meta, session.take_dialogs()
+
+    async def _read(self, js: str):
+        return await self._session.page.evaluate(js)
+
+    def _close_session(self) -> None:
+        """Close the episode's context off the critical path (a dying browser takes it along)."""
+        session, self._session = self._session, None
+        if session is not None and self._host.connected:
+            self._host.close_tab(session.tab)
+
+    # -- gymnasium API ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._close_session()
+        options = options or {}
+        self.task = pick_task(self, options, "GUI task")
+        self.seed_used = int(self.np_random.integers(2**31 - 1))
+        self._episode += 1
+        self._step = 0
+        self._final = None
+        out = options.get("output_dir") or self.output_dir
+        self._shots = None
+        if out is not None and self.config.screenshots:
+            safe = re.sub(r"[^A-Za-z0-9._-]+", "_", self.task.task_id)
+            self._shots = Path(out) / "screenshots" / safe / f"ep{self._episode:03d}-s{self.seed_used}"
+        t0 = time.monotonic()
+        info: dict = {"task_id": self.task.task_id, "seed": self.seed_used}
+        url = self._url(self.task)
+        try:
+            self._session, self.goal, tree, shot = self._host.run(
+                self._open, self.task, self.seed_used, url, self._shot_path())
+        except Exception as e:  # noqa: BLE001  (the browser or the page failed us, not the agent)
+            self._session, self.goal, tree, shot = None, "", "", None
+            info.update(infra_failure=True, infra_reason=f"{type(e).__name__}: {_first_line(e)}")
+        else:
+            if self.config.prewarm:
+                (w, h), _ = self._geometry(self.task)
+                self._host.prewarm(url, w, h)
+        info.update(setup_s=time.monotonic() - t0, screenshot=shot)
+        return self._render_obs(f"Goal: {self.goal}", tree), info
+
+    def step(self, action: str):
+        if self.task is None:
+            raise RuntimeError("call reset() before step()")
+        if self._session is None:
+            return self._infra_failure("the browser page is not open (it failed at reset or died)")
+        if self._final is not None:
+            ns = NextState(kind="error", text="the episode has ended; call reset()")
+            return f"[error] {ns.text}", 0.0, True, False, {"next_state": ns}
+        parsed = parse_reply(action)
+        if parsed.error:
+            return self._error(parsed.error)
+        info: dict = {}
+        if parsed.action is not None:
+            act = parsed.action
+            if act.ref is not None and act.ref not in self._session.tree_refs:
+                return self._error(f"there is no element {act.ref} on the page; use a [ref=...] from the latest page")
+            self._step += 1
+            try:
+                old, tree, shot, meta, dialogs = self._host.run(self._act, act, self._shot_path())
+            except BrowserDied as e:
+                return self._infra_failure(str(e))
+            except ActionError as e:
+                if not self._host.connected:
+                    return self._infra_failure(f"the browser died: {e}")
+                return self._error(str(e))
+            except Exception as e:  # noqa: BLE001  (a Playwright error from the action: timeout, detached ...)
+                if not self._host.connected:
+                    return self._infra_failure(_first_line(e))
+                return self._error(f"{act.render()} failed: {_first_line(e)}")
+            ns, text = self._next_state(act, old, tree, shot, meta, dialogs)
+            info["next_state"] = ns
+            if ns.fields["task_ended"]:  # the page ended the episode: its reward is the verdict
+                obs = text
+                parsed = type(parsed)(action=act, done=True)
+                raw, final = _miniwob_verdict(meta)  # already read with the action: no second read
+                self._final = (raw, {**final, "verify_s": 0.0})
+            else:
+                info["step_label"] = {"page_changed": bool(ns.fields["added"] or ns.fields["removed"])}
+                obs = self._render_obs(text, tree)
+        else:
+            ns = NextState(kind="page", text="done()", fields={"action": "done()"})
+            info["next_state"] = ns
+            obs = "done()"
+        if not parsed.done:
+            return obs, 0.0, False, False, info
+        outcome, final = self.finalize()
+        info.update(final)
+        if final.get("infra_failure"):
+            return obs, 0.0, True, False, info
+        return obs, outcome, True, False, info
+
+    def _next_state(self, act: GUIAction, old: str, tree: str, shot, meta, dialogs) -> tuple[NextState, str]:
+        d = diff_trees(old, tree, self.config.diff_max_lines)
+        ended = bool(meta and meta.get("done"))
+        if ended:
+            reason = f" ({meta['reason']})" if meta.get("reason") else ""
+            head = f"{act.render()}: the task ended with reward {float(meta['raw_reward']):.2f}{reason}"
+        elif d.changed:
+            head = f"{act.render()}: the page changed (+{d.added} -{d.removed} lines)"
+        else:
+            head = f"{act.render()}: nothing changed on the page"
+        parts = [head] + [f"dialog {m}" for m in dialogs]
+        if d.text:
+            parts.append(d.text)
+        text = "\n".join(parts)
+        ns = NextState(kind="page", text=text, fields={
+            "action": act.render(), "added": d.added, "removed": d.removed, "screenshot": shot,
+            "dialogs": dialogs, "task_ended": ended})
+        return ns, text
+
+    def _render_obs(self, head: str, tree: str) -> str:
+        budget = max(200, self.config.obs_max_chars - len(head) - 16)
+        if len(tree) > budget:
+            tree = tree[:budget] + f"\n[... {len(tree) - budget} more characters of the page cut ...]"
+        return f"{head}\n\n[page]\n{tree}" if tree else head
+
+    def finalize(self) -> tuple[float, dict]:
+        """Grade the episode once: MiniWoB's raw reward, or the app's state against the task's
+        expectations. Idempotent."""
+        if self._final is not None:
+            return self._final
+        if self._session is None or self.task is None:
+            return 0.0, {}
+        t0 = time.monotonic()
+        try:
+            if self.task.data["suite"] == "miniwob":
+                raw, info = _miniwob_verdict(self._host.run(self._read, METADATA_JS))
+            else:
+                state = self._host.run(self._read, STATE_JS)
+                failed = ["the app exposes no state"] if state is None else check(state, self.task.data["expect"])
+                raw = 0.0 if failed else 1.0
+                info = {"outcome": raw, "success": not failed, "check_failed": failed[:10]}
+        except Exception as e:  # noqa: BLE001
+            reason = str(e) if isinstance(e, BrowserDied) else f"grading failed: {_first_line(e)}"
+            self._final = (0.0, {"infra_failure": True, "infra_reason": reason})
+            self._close_session()
+            return self._final
+        info["verify_s"] = time.monotonic() - t0
+        self._final = (raw, info)
+        return self._final
+
+    # -- oracle ------------------------------------------------------------------------------------
+    def _solver(self, task: Task):
+        if task.data["suite"] == "miniwob":
+            return MINIWOB_SOLVERS.get(task.task_id)
+        steps = task.data.get("solution") or []
+        return StepsSolver(steps) if steps else None
+
+    async def _solve(self, task: Task, seed: int, url: str, solver) -> list[str]:
+        session, goal, _, _ = await self._open(task, seed, url, None)
+        history: list[str] = []
+        try:
+            for _ in range(self.config.oracle_max_steps):
+                reply = solver(goal, parse_tree(session.tree), history)
+                if reply is None:
+                    break
+                parsed = parse_reply(reply)
+                if parsed.action is None:
+                    raise SolverError(f"the solver produced {reply!r}: {parsed.error}")
+                await session.act(parsed.action)
+                history.append(reply)
+                if task.data["suite"] == "miniwob" and (await session.page.evaluate(METADATA_JS))["done"]:
+                    break
+                await session.observe(None)
+        finally:
+            await session.tab.close()
+        return history
+
+    def reference_actions(self, task: Task) -> list[str]:
+        """The scripted solver's replies for this episode, or ["done()"] where no solver exists.
+
+        The solver runs on a private copy of the current episode (same page, same seed: pages and
+        refs are deterministic) and its actions are returned for the oracle to replay here. Called
+        for another task than the current episode's, it solves that task's seed-0 episode."""
+        solver = self._solver(task)
+        if solver is None:
+            return ["done()"]
+        seed = self.seed_used if self.task is not None and self.task.task_id == task.task_id else 0
+        try:
+            actions = self._host.run(self._solve, task, seed, self._url(task), solver)
+        except (SolverError, ActionError) as e:
+            warnings.warn(f"no reference solution for {task.task_id}: {e}", stacklevel=2)
+            return ["done()"]
+        except Exception as e:  # noqa: BLE001  (browser trouble: the episode itself will report it)
+            warnings.warn(f"reference solution for {task.task_id} failed: {_first_line(e)}", stacklevel=2)
+            return ["done()"]
+        if self.config.prewarm and self.task is not None:
+            (w, h), _ = self._geometry(self.task)
+            self._host.prewarm(self._url(self.task), w, h)
+        return actions + ["done()"]
+
+    def tools_for(self, task: Task) -> None:
+        return None  # GUI agents answer in the action language, not with tool calls
+
+    def close(self):
+        self._close_session()
+        self._host.close()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        super().close()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @property
+    def page_tree(self) -> str:
+        """The current page's rendered tree (what the last observation showed)."""
+        return self._session.tree if self._session is not None else ""
+
+    @property
+    def browser_pid(self) -> int | None:
+        return self._host.pid
+
+    def kill_browser(self) -> None:
+        """SIGKILL the browser (tests: what a crash looks like)."""
+        self._host.kill()
+
+    def _error(self, message: str):
+        ns = NextState(kind="error", text=message)
+        return f"[error] {message}", 0.0, False, False, {"next_state": ns}
+
+    def _infra_failure(self, reason: str):
+        self._session = None
+        self._final = (0.0, {"infra_failure": True, "infra_reason": reason})
+        ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
+        return f"[error] {ns.text}", 0.0, True, False, {"next_state": ns, "infra_failure": True,
+                                                          "infra_reason": reason}
+
+
+def _miniwob_verdict(meta: dict) -> tuple[float, dict]:
+    """MiniWoB's page state (METADATA_JS) -> (outcome, info): an unfinished episode scores 0."""
+    raw = float(meta["raw_reward"]) if meta["done"] else 0.0
+    return raw, {"outcome": raw, "success": bool(meta["done"]) and is_success(raw), "raw_reward": raw,
+                 "env_reward": float(meta["env_reward"]) if meta["done"] else 0.0,
+                 "miniwob_done": bool(meta["done"]), "reason": meta.get("reason")}
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -1,0 +1,1 @@
+"""The SWE env: a repository in a sandbox, file edits as actions, graded by its real tests."""

@@ -1,0 +1,1 @@
+"""The tool-call env: bundled tool suites and BFCL (`bfcl/`), calls parsed, validated and run (`tools/`)."""

@@ -1,0 +1,31 @@
+"""The 'before' evaluation of a training run is greedy decoding of the initial weights on the test
+tasks: every signal of a sweep would compute the same numbers. It is cached under a key of
+everything that determines it (weights file, env config, task ids, sampling, and the seed where the
+env's episodes depend on it: MiniWoB pages do, tool-call and terminal tasks do not, so every seed of a
+sweep shares one before-eval there)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from nextstate.atomic import write_json_atomic
+
+
+class EvalCache:
+    def __init__(self, root: Path, weights_dir: Path, env_cfg, tasks, sampling, seed: int | None):
+        weights = sorted(Path(weights_dir).glob("*.safetensors"))
+        stamp = [(w.name, w.stat().st_size, w.stat().st_mtime_ns) for w in weights]
+        key = json.dumps([str(weights_dir), stamp, dataclasses.asdict(env_cfg), [t.task_id for t in tasks],
+                          dataclasses.asdict(sampling), seed], sort_keys=True, default=str)
+        self.path = Path(root) / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
+
+    def get(self) -> dict | None:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def put(self, summary: dict) -> None:
+        write_json_atomic(self.path, summary)

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible proxy that trains on live conversations: wire format, sessions, journal, server."""

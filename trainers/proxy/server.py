@@ -1,0 +1,356 @@
+"""`mode=proxy`: train any agent simply by talking. An OpenAI-compatible endpoint in front of the
+policy; every live conversation through it becomes training data while it is being served.
+
+  client --POST /v1/chat/completions (X-Session-Id, X-Turn-Type, X-Session-Done)--> proxy --> policy server
+  the session's next main request = the next state of its previous reply (trainers/proxy/sessions.py)
+  -> judge thread: votes / hints / teacher logprobs -> samples        (the async loops of mode=async)
+  -> trainer: `batch_samples` fresh samples -> PPO update -> weights swapped into the server
+     (requests meanwhile get HTTP 503 with Retry-After, as in the paper) -> log line + checkpoint
+
+Tool calls and streaming speak OpenAI's wire format (trainers/proxy/openai_wire.py), so agent frameworks
+that run tools work unchanged. There is no env, no task and no outcome: use a per-step signal with
+`signal.baseline=none` (`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy
+stops (0 = until Ctrl-C). The URL is printed and written to `<run_dir>/proxy.json` (with
+`mode.port=0`, a free port is taken). Waiting replies and untrained steps are journaled
+(trainers/proxy/journal.py), so a killed proxy resumes without losing a conversation.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import queue
+import sys
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+from omegaconf import DictConfig
+
+from agents.serving.transformers_policy import SamplingConfig, seed_of, stop_strings
+from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
+from nextstate.config import typed
+from nextstate.types import Trajectory
+from trainers.async_loops import AsyncLoops, Gate, Stopped, UpdateReport
+from trainers.async_train import AsyncTrainConfig, record_update
+from trainers.proxy.journal import SessionJournal
+from trainers.proxy.openai_wire import (
+    BadRequest,
+    EventStream,
+    completion,
+    offered_tools,
+    plain_messages,
+    refuse_what_cannot_be_honoured,
+    shown_so_far,
+)
+from trainers.proxy.sessions import SessionBook, turn_type_of
+from trainers.sync import Training, start_training
+from trainers.train_plot import write_train_plot
+
+
+@dataclass
+class ProxyConfig(AsyncTrainConfig):
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0 = a free port (see <run_dir>/proxy.json)
+    max_sessions: int = 1000  # sessions kept waiting for their next message; the least recent go first
+    api_key: str = ""  # non-empty: requests must carry `Authorization: Bearer <api_key>`
+
+
+@dataclass
+class _Request:
+    """One chat-completions request, read and checked."""
+    session: str | None
+    turn_type: str
+    done: bool  # X-Session-Done
+    messages: list[dict[str, str]]
+    tools: list[dict] | None
+    sampling: SamplingConfig
+    seed: int | None
+    parse_tools: bool  # tools offered (and tool_choice is not "none"): calls go out as tool_calls
+    include_usage: bool  # stream_options.include_usage
+
+
+def _given(body: dict, key: str, default):
+    """The request's value, or the default where it is absent or null (some clients send nulls)."""
+    value = body.get(key)
+    return default if value is None else value
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes")
+
+
+class Proxy:
+    """The endpoint's logic, apart from HTTP: serve a request, record what it completes."""
+
+    def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str,
+                 api_key: str = ""):
+        self.policy, self.gate, self.book, self.sampling, self.model_name = policy, gate, book, sampling, model_name
+        self.api_key = api_key
+        self.served = 0
+        self.recorded = 0
+        self._lock = threading.Lock()
+
+    def _sampling(self, body: dict) -> SamplingConfig:
+        s = self.sampling
+        try:
+            stop = stop_strings(body.get("stop"))
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        try:
+            return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
+                                  float(_given(body, "temperature", s.temperature)),
+                                  float(_given(body, "top_p", s.top_p)),
+                                  s.max_prompt_tokens, stop=stop)
+        except (TypeError, ValueError) as e:
+            raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
+
+    @staticmethod
+    def _seed(body: dict) -> int | None:
+        try:
+            return seed_of(body.get("seed"))
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+
+    def chat(self, body, headers) -> tuple[int, dict | Iterator[bytes], dict]:
+        """(HTTP status, JSON body or server-sent events, extra headers) for one chat-completions request."""
+        if not isinstance(body, dict):
+            return 400, _error("the body must be a JSON object"), {}
+        if not self.gate.is_open:
+            return 503, _error("the policy's weights are being updated; retry in a moment", "unavailable"), \
+                {"Retry-After": "1"}
+        try:
+            req = self._request(body, headers)
+        except BadRequest as e:
+            return 400, _error(str(e)), {}
+        version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
+        if body.get("stream"):
+            return 200, self._streamed(req, version), {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
+                                   seeds=None if req.seed is None else [req.seed])[0]
+        self._record(req, gen, version)
+        return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), {}
+
+    def _request(self, body: dict, headers) -> _Request:
+        refuse_what_cannot_be_honoured(body)
+        tools = offered_tools(body)
+        return _Request(headers.get("X-Session-Id") or None, turn_type_of(headers.get("X-Turn-Type")),
+                        _truthy(headers.get("X-Session-Done")), plain_messages(body.get("messages")), tools,
+                        self._sampling(body), self._seed(body), bool(tools) and body.get("tool_choice") != "none",
+                        bool((body.get("stream_options") or {}).get("include_usage")))
+
+    def _streamed(self, req: _Request, version: int) -> Iterator[bytes]:
+        """The reply's events as the policy server samples it. The step is recorded once the reply is
+        complete: a client gone mid-stream never saw it."""
+        events = EventStream(self.model_name)
+        yield events.start()
+        sent, gen = "", None
+        for text, final in self.policy.stream(req.messages, tools=req.tools, sampling=req.sampling, seed=req.seed):
+            if final is not None:
+                gen = final
+                break
+            shown = shown_so_far(text, req.sampling.stop, req.parse_tools)
+            if len(shown) > len(sent) and shown.startswith(sent):
+                yield events.delta({"content": shown[len(sent):]})
+                sent = shown
+        self._record(req, gen, version)
+        done = completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop)
+        yield from events.closing(done, sent, include_usage=req.include_usage)
+
+    def _record(self, req: _Request, gen, version: int) -> None:
+        done = self.book.record(req.session, req.turn_type, req.messages, gen, version, req.done, tools=req.tools)
+        with self._lock:
+            self.served += 1
+            self.recorded += len(done)
+
+    def next_step(self, group_no: int, gate: Gate):
+        """Step `group_no`, the next completed one, as a one-step trajectory (blocks; `Stopped` once
+        stopping). The loops number their groups as the book numbers its steps, which a resume relies on."""
+        while True:
+            if gate.stopping:
+                raise Stopped
+            try:
+                s = self.book.steps.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if s.no != group_no:
+                raise RuntimeError(f"the proxy's step {s.no} reached the loops as group {group_no}")
+            return s.version, [Trajectory(task_id=s.session, env_id="proxy", steps=[s.step])]
+
+    def authorized(self, headers) -> bool:
+        """Whether the request carries the API key (always, when none is set)."""
+        if not self.api_key:
+            return True
+        given = headers.get("Authorization") or ""
+        return hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode())
+
+    def stats(self) -> dict:
+        return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,
+                "open_sessions": self.book.open_sessions, "unanswered": self.book.unanswered,
+                "steps_waiting": self.book.steps.qsize()}
+
+
+def _error(message: str, kind: str = "invalid_request_error") -> dict:
+    return {"error": {"message": message, "type": kind}}
+
+
+def make_handler(proxy: Proxy):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _send(self, status: int, obj, headers: dict | None = None) -> None:
+            """A JSON body, or server-sent events as they come (the connection closes after them)."""
+            headers = {"Content-Type": "application/json", **(headers or {})}
+            if not isinstance(obj, dict):
+                return self._send_events(status, obj, headers)
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _refuse_unauthorized(self) -> bool:
+            if proxy.authorized(self.headers):
+                return False
+            self._send(401, _error("a valid API key is needed: send `Authorization: Bearer <key>`", "invalid_api_key"))
+            return True
+
+        def _send_events(self, status: int, events: Iterator[bytes], headers: dict) -> None:
+            self.send_response(status)
+            for k, v in {**headers, "Connection": "close"}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for event in events:
+                    self.wfile.write(event)
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client left; its reply is not recorded
+            except Exception as e:  # headers are out: the error is the last event
+                error = _error(f"{type(e).__name__}: {e}", "server_error")
+                self.wfile.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
+            finally:
+                events.close()  # stops the policy's stream too
+
+        def do_GET(self):
+            if self.path == "/health":  # open to liveness probes; counters only
+                self._send(200, {"status": "ok", **proxy.stats()})
+            elif self._refuse_unauthorized():
+                return
+            elif self.path == "/v1/models":
+                self._send(200, {"object": "list", "data": [{"id": proxy.model_name, "object": "model"}]})
+            else:
+                self._send(404, _error(f"no route GET {self.path}"))
+
+        def do_POST(self):
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # read first: the connection is reused
+            if self._refuse_unauthorized():
+                return
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                return self._send(404, _error(f"no route POST {self.path}"))
+            try:
+                body = json.loads(raw or b"{}")
+            except (json.JSONDecodeError, ValueError) as e:
+                return self._send(400, _error(f"the body is not JSON: {e}"))
+            try:
+                self._send(*proxy.chat(body, self.headers))
+            except Exception as e:  # the proxy stays up; the client learns what broke
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, _error(f"{type(e).__name__}: {e}", "server_error"))
+
+    return Handler
+
+
+def _check_signal(tr: Training) -> None:
+    s = tr.signal
+    if not (s.use_prm or s.use_opd):
+        raise SystemExit("mode=proxy: a conversation has no outcome score; use signal=prm|opd|prm_opd "
+                         "(+experiment=personal_proxy)")
+    if s.use_prm and s.baseline != "none":
+        raise SystemExit("mode=proxy: each reply is its own group, so step-wise standardization has nothing to "
+                         "compare; use signal.baseline=none (+experiment=personal_proxy)")
+
+
+def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
+    (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
+    tc = typed(cfg.mode, ProxyConfig)
+    try:  # bound before the servers start: a taken port fails at once (requests queue until serving)
+        server = ThreadingHTTPServer((tc.host, tc.port), BaseHTTPRequestHandler)
+    except OSError as e:
+        raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
+                         "mode.port, or mode.port=0 for a free one") from None
+    server.daemon_threads = True
+    with ExitStack() as stack:
+        stack.callback(server.server_close)
+        tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False)
+        _check_signal(tr)
+        tc, state = tr.tc, tr.state
+        state.setdefault("groups_started", 0)
+        state.setdefault("dropped_stale", 0)
+        state.setdefault("open_from", 0)
+        book = SessionBook(tc.max_sessions, SessionJournal(run_dir / "sessions.jsonl"), first_step=state["open_from"],
+                           tools=tr.tools)
+        if book.restored_pending or book.restored_steps:
+            print(f"[proxy] resumed {book.restored_pending} replies waiting for their next state and "
+                  f"{book.restored_steps} steps not yet trained on", flush=True)
+        lock = threading.Lock()
+        loops: AsyncLoops
+        proxy: Proxy
+
+        def judge(n: int, trajs):
+            samples, steps, info = tr.samples(trajs, salt=n)
+            with lock:
+                tr.count(trajs, 0, steps, info)
+            return samples
+
+        def on_update(r: UpdateReport) -> None:
+            with lock:
+                log = {**record_update(state, r, loops), **proxy.stats()}
+                state["open_from"] = r.open_from
+                tr.checkpoint()
+            book.compact(r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
+            append_jsonl(tr.log_file, log)
+            write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
+            print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
+                  f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")
+
+        loops = AsyncLoops(produce=lambda n, gate: proxy.next_step(n, gate), judge=judge,
+                           update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state["iteration"] + 1))),
+                           publish=tr.publish, workers=1, batch_size=tc.batch_samples,
+                           max_staleness=tc.max_staleness, version=state["iteration"] + 1,
+                           next_group=state["open_from"], judges=tc.judge_workers)
+        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key)
+        server.RequestHandlerClass = make_handler(proxy)
+        threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
+        stack.callback(server.shutdown)
+        url = f"http://{tc.host}:{server.server_address[1]}/v1"
+        write_json_atomic(run_dir / "proxy.json", {"url": url, "pid": os.getpid(), "model": tr.model_cfg.name})
+        stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
+        print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
+              f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
+        if not tc.api_key and tc.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"[proxy] warning: {tc.host} is reachable from other machines and no mode.api_key is set "
+                  "(NEXTSTATE_PROXY_API_KEY): anyone who can reach it can train this model", file=sys.stderr,
+                  flush=True)
+        remaining = tc.iterations - (state["iteration"] + 1) if tc.iterations else 10**12
+        if remaining > 0:
+            loops.run(remaining, on_update)
+        final = proxy.stats()
+    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": cfg.seed,
+               "iterations": state["iteration"] + 1, "train_samples": state["train_samples"],
+               "steps_judged": state["train_episodes"], "judge_votes": state["judge_votes"],
+               "hints_accepted": state["hints_accepted"], "dropped_stale": state["dropped_stale"], **final,
+               "wall_s": round(time.monotonic() - tr.t_start, 1), "train_log": read_jsonl(tr.log_file)}
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    print(f"[proxy] stopped after {metrics['iterations']} updates; weights in {run_dir / 'weights'}")
+    return metrics
