@@ -52,7 +52,7 @@ def make_env(suite: str) -> ToolCallEnv:
 
 
 def variants(task) -> list[str]:
-    """The reference reply and four wrong ones (the same perturbations as tests/test_toolcall_bfcl.py)."""
+    """The reference reply and four wrong ones (the same perturbations as tests/envs/toolcall/bfcl/test_toolcall_bfcl.py)."""
     category = task.data["category"]
     if category in B.NO_CALL_EXPECTED:
         fn = B.entries(category, False)[task.task_id]["function"][0]["name"].replace(".", "_")

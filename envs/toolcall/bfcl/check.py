@@ -11,7 +11,7 @@ bfcl-eval's own module, which anyone else in the process may call, is left as it
 - `standardize_string` is memoized (bounded): a pure function of one string, and the strings repeat,
   the ground truth's on every check of an entry and the model's across the samples of one prompt;
 - `Language` is a plain namespace holding bfcl-eval's own members, so every comparison is the same.
-The checker decides every verdict and writes every message; tests/test_toolcall_bfcl.py compares
+The checker decides every verdict and writes every message; tests/envs/toolcall/bfcl/test_toolcall_bfcl.py compares
 them with bfcl-eval's own module on every category's perturbed answers.
 """
 from __future__ import annotations

@@ -1,0 +1,42 @@
+"""`python -m harness.compare <sweep_dir>`: one row per signal over a sweep's finished runs (means
+over seeds), async runs kept apart from synchronous ones, and the success-vs-episodes plot."""
+import json
+
+from harness.compare import compare
+from harness.sweep_plot import load_curves, write_sweep_plot
+from tests.paths import ROOT
+
+
+def _run(root, name, signal, before, after, mode=None):
+    d = root / name
+    d.mkdir(parents=True)
+    m = {"signal": signal, "success_before": before, "success_after": after, "delta": after - before,
+         "train_samples": 10, "wall_s": 60.0, "curve": [[0, before], [8, after]]}
+    if mode:
+        m["mode"] = mode
+    (d / "metrics.json").write_text(json.dumps(m))
+
+
+def test_compare_averages_seeds_per_signal_and_keeps_async_apart(tmp_path):
+    _run(tmp_path, "0_prm_0", "prm", 0.25, 0.5)
+    _run(tmp_path, "1_prm_1", "prm", 0.25, 1.0)
+    _run(tmp_path, "2_out_0", "outcome", 0.25, 0.25)
+    _run(tmp_path, "3_prm_async", "prm", 0.25, 0.0, mode="async")
+    (tmp_path / "4_unfinished").mkdir()  # a killed job: no metrics.json, left out
+    table = compare(tmp_path)
+    rows = list(zip(*[c._cells for c in table.columns]))
+    assert [(r[0], r[1], r[3]) for r in rows] == [("outcome", "1", "0.250"), ("prm", "2", "0.750"),
+                                                  ("prm (async)", "1", "0.000")]
+    assert sorted(load_curves(tmp_path)) == ["outcome", "prm", "prm (async)"]
+    assert write_sweep_plot(tmp_path).stat().st_size > 1000
+
+
+def test_piped_into_a_log_the_table_keeps_every_cell_whole(tmp_path):
+    import subprocess
+    import sys
+
+    _run(tmp_path, "0_prm_opd_0", "prm_opd", 0.25, 0.5)
+    p = subprocess.run([sys.executable, "-m", "harness.compare", str(tmp_path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)  # stdout is a pipe, as in CI or `> log`
+    assert p.returncode == 0, p.stderr
+    assert "prm_opd" in p.stdout and "success before" in p.stdout and "…" not in p.stdout
