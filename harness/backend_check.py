@@ -174,7 +174,7 @@ def main(argv: list[str]) -> int:
 
     from agents.factory import serve_policy
     from agents.serving.backend import BackendConfig
-    from harness.report import console
+    from harness.reports.console import console
     from nextstate.config import compose, model_config, typed
 
     weights = None

@@ -1,17 +1,15 @@
-"""`python -m harness.leaderboard`: the aggregated report of a leaderboard. The rows themselves are
-written and read by nextstate/leaderboard.py."""
+"""`python -m harness.leaderboard [leaderboard.csv] [--out DIR]`: the aggregated report of a leaderboard
+(harness/reports/). The rows themselves are written and read by nextstate/leaderboard.py."""
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
 
 from nextstate.leaderboard import LeaderboardError
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m harness.leaderboard`: the aggregated report (harness/report_html.py) of a leaderboard."""
-    import argparse
-    import sys
-
     parser = argparse.ArgumentParser(
         prog="python -m harness.leaderboard",
         description="Aggregate a leaderboard over seeds: mean and 95%% CI, paired deltas against the "
@@ -25,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
         results = Path(compose().paths.results_dir)
         args.leaderboard = args.leaderboard or results / "leaderboard.csv"
         args.out = args.out or results / "report"
-    from harness.report_html import print_tables, write_report
+    from harness.reports.console import print_tables
+    from harness.reports.html_report import write_report
 
     try:
         report = write_report(Path(args.leaderboard), Path(args.out))

@@ -51,7 +51,7 @@ def prepare_model() -> None:
 def print_leaderboard(last: int = 10) -> None:
     from rich.table import Table
 
-    from harness.report import console
+    from harness.reports.console import console
     from nextstate.leaderboard import read_rows
 
     cfg = compose()

@@ -18,9 +18,9 @@ from agents.serving.backend import BackendConfig
 from envs.make import env_maker
 from envs.sandbox import docker_client, reap_orphans, wait_for_background_removals
 from harness.evaluate import evaluate
-from harness.report import print_summary
+from harness.reports.console import print_summary
+from harness.reports.plots import write_sweep_plot
 from harness.resume import already_finished, check_resumable, recorded_config, resume_command
-from harness.sweep_plot import write_sweep_plot
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, model_config, run_config, typed
 from trainers.curriculum import without_tags

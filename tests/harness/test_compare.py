@@ -2,8 +2,8 @@
 over seeds), async runs kept apart from synchronous ones, and the success-vs-episodes plot."""
 import json
 
-from harness.compare import compare
-from harness.sweep_plot import load_curves, write_sweep_plot
+from harness.reports.plots import load_curves, write_sweep_plot
+from harness.reports.sweep import compare
 from tests.paths import ROOT
 
 
@@ -26,8 +26,8 @@ def test_compare_averages_seeds_per_signal_and_keeps_async_apart(tmp_path):
     table = compare(tmp_path)
     rows = list(zip(*[c._cells for c in table.columns]))
     assert [(r[0], r[1], r[3]) for r in rows] == [("outcome", "1", "0.250"), ("prm", "2", "0.750"),
-                                                  ("prm (async)", "1", "0.000")]
-    assert sorted(load_curves(tmp_path)) == ["outcome", "prm", "prm (async)"]
+                                                  ("prm (mode=async)", "1", "0.000")]
+    assert sorted(load_curves(tmp_path)) == ["outcome", "prm", "prm (mode=async)"]
     assert write_sweep_plot(tmp_path).stat().st_size > 1000
 
 
@@ -40,3 +40,18 @@ def test_piped_into_a_log_the_table_keeps_every_cell_whole(tmp_path):
                        capture_output=True, text=True, timeout=120)  # stdout is a pipe, as in CI or `> log`
     assert p.returncode == 0, p.stderr
     assert "prm_opd" in p.stdout and "success before" in p.stdout and "…" not in p.stdout
+
+
+def test_a_sweep_names_its_methods_by_what_differs_between_them():
+    from harness.reports.aggregate import Method, feedback, labels
+
+    outcome, prm = Method("outcome"), Method("prm", judge="oracle")
+    opd = Method("opd", hints="oracle", teacher="frozen")
+    assert labels([outcome, prm, opd]) == {outcome: "outcome", prm: "prm", opd: "opd"}  # a sweep over signals
+    model = Method("prm", judge="model")
+    assert labels([outcome, prm, model])[model] == "prm (judge=model)"  # two judges are two rows, named
+    asyn = Method("prm", judge="oracle", mode="async")
+    assert labels([prm, asyn]) == {prm: "prm", asyn: "prm (mode=async)"}
+    assert asyn.label == "prm (judge=oracle, mode=async)"  # the leaderboard's full name
+    assert [feedback(j, h) for j, h in (("-", "-"), ("oracle", "-"), ("oracle", "model"), ("-", "next_state"))] \
+        == ["-", "oracle", "model", "oracle"]

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from harness.leaderboard_report import Stat, aggregate, t95, validate
-from harness.report_html import write_report
+from harness.reports.aggregate import Stat, t95
+from harness.reports.html_report import write_report
+from harness.reports.leaderboard import aggregate, validate
 from nextstate.leaderboard import COLUMNS, LeaderboardError, append_row
 from tests.paths import ROOT
 

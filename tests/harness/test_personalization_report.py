@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.personalization import collect, feedback_of, table, write
+from harness.reports.personalization import collect, feedback_of, table, write
 from nextstate.config import CONF_DIR, compose
 
 

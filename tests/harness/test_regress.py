@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.regress import Tolerance, compare, read_baselines, tolerance_for, write_baselines
-from harness.regress_checks import CheckRun, loss_drop
+from harness.regress.baselines import Tolerance, compare, read_baselines, tolerance_for, write_baselines
+from harness.regress.checks import CheckRun, loss_drop
 from nextstate.leaderboard import read_rows
 from tests.paths import ROOT
 
@@ -87,6 +87,12 @@ def test_loss_drop_is_the_smallest_drop_over_the_updates():
            {"updates": 2, "loss_first_epoch": 0.0, "loss_last_epoch": -0.05}]
     assert loss_drop(log) == pytest.approx(0.05)
     assert loss_drop([{"updates": 0, "loss": 0.0}]) is None
+
+
+def test_the_package_runs_as_a_module():
+    p = subprocess.run([sys.executable, "-m", "harness.regress", "--repeat", "2"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "--repeat goes with --update" in p.stderr and "python -m harness.regress" in p.stderr
 
 
 def _regress(tmp_path, cfg: dict, *args):

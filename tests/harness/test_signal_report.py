@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from harness.signal_report import label_rates, main, paired
+from harness.reports.signal_comparison import label_rates, main, paired
 
 
 def _run(sweep, name, signal, seed, judge, hints, episodes, before=None):
@@ -32,7 +32,7 @@ def test_label_rates_and_pairing_by_seed(tmp_path):
     r = label_rates(sweep / "0" / "eval_after.jsonl")
     assert r["success"] == 0.5 and r["matches_reference"] == pytest.approx(1 / 3)
     assert r["executed_ok"] == pytest.approx(2 / 3)
-    from harness.signal_report import load_runs
+    from harness.reports.signal_comparison import load_runs
 
     runs, before = load_runs([sweep])
     assert before["success"] == 0.0 and before["executed_ok"] == 1.0
@@ -65,7 +65,7 @@ def test_no_finished_runs_is_a_clear_error(tmp_path, capsys):
 
 
 def test_an_async_run_in_the_sweep_is_refused_not_mixed_in(tmp_path):
-    from harness.signal_report import load_runs
+    from harness.reports.signal_comparison import load_runs
 
     sweep = tmp_path / "sweep"
     _run(sweep, "0", "outcome", 0, "-", "-", [(True, [(True, True)])])

@@ -1,30 +1,19 @@
-"""`python -m harness.regress`: the CI regression benchmark.
-
-Runs the checks of conf/regress/<config>.yaml (harness/regress_checks.py) for every env that envs.ENVS
-registers, compares each metric with results/baselines/<env>.csv under that metric's tolerance, prints
-one table (env, check, metric, baseline, now, tolerance, status) and exits 1 on any regression.
-`--update` records what it measured as the new baselines (`--repeat N` runs each check N times and
-records the mean and every value, which is how the bands were set: results/README.md); it refuses
-when an absolute expectation (oracle solves everything, the loss drops) does not hold.
-"""
+"""The regression benchmark's numbers: tolerances (conf/regress/<config>.yaml), the baselines on disk
+(results/baselines/<env>.csv, one row per check and metric) and a check's metrics compared with them."""
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import io
 import statistics
-import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from harness.regress_checks import CHECKS, CheckRun, run_check
+from harness.regress.checks import CHECKS, CheckRun
 from nextstate.atomic import write_text_atomic
-from nextstate.config import CONF_DIR, REPO_ROOT
+from nextstate.config import CONF_DIR
 
 BASELINE_COLUMNS = ["check", "metric", "baseline", "runs", "values", "overrides", "updated", "git_commit"]
 
@@ -104,7 +93,7 @@ def tolerance_for(cfg: dict, env: str, check: str, metric: str) -> Tolerance | N
 
 # ---- baselines: one CSV per env, one row per (check, metric)
 
-def _fmt(x: float | None) -> str:
+def fmt(x: float | None) -> str:
     if x is None:
         return "N/A"
     return str(int(x)) if float(x).is_integer() else f"{x:.6g}"
@@ -145,8 +134,8 @@ def write_baselines(path: Path, runs_by_check: dict[str, list[CheckRun]], keep: 
             values = [r.metrics.get(metric) for r in runs]
             nums = [v for v in values if v is not None]
             mean = statistics.fmean(nums) if len(nums) == len(values) else None
-            rows.append({"check": check, "metric": metric, "baseline": _fmt(mean), "runs": str(len(runs)),
-                         "values": ";".join(_fmt(v) for v in values), "overrides": " ".join(runs[0].overrides),
+            rows.append({"check": check, "metric": metric, "baseline": fmt(mean), "runs": str(len(runs)),
+                         "values": ";".join(fmt(v) for v in values), "overrides": " ".join(runs[0].overrides),
                          "updated": today, "git_commit": commit})
     order = list(CHECKS)
     rows.sort(key=lambda r: (order.index(r["check"]) if r["check"] in order else 99, r["metric"]))
@@ -191,115 +180,3 @@ def compare(cfg: dict, run: CheckRun, baselines: dict[tuple[str, str], dict], ba
             note = f"baseline recorded with other settings ({base['overrides']}): run --update" if stale else ""
             out.append(Result(run.env, run.check, metric, b, now, tol, tol.holds(b, now) and not stale, note, stale))
     return out
-
-
-def print_table(results: list[Result], title: str, update: bool = False) -> None:
-    """The table a CI log shows. With --update, the status says what the new baseline changes."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for c in ("env", "check", "metric", "baseline", "now", "tolerance", "status"):
-        table.add_column(c)
-    for r in results:
-        if update and r.tolerance is not None and r.tolerance.absolute:
-            status = "ok" if r.tolerance.holds_regardless(r.now) else "[bold red]VIOLATED[/]"
-        elif update and r.tolerance is not None:
-            status = "new" if r.baseline is None else "[yellow]new settings[/]" if r.stale else \
-                ("same" if r.ok else "[yellow]changed[/]")
-        else:
-            status = "ok" if r.ok else f"[bold red]REGRESSION[/] {r.note}".strip()
-        table.add_row(r.env, r.check, r.metric, _fmt(r.baseline), _fmt(r.now), str(r.tolerance or "-"), status)
-    Console(width=160).print(table)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.regress", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="default", help="conf/regress/<name>.yaml, or a path")
-    p.add_argument("--env", action="append", help="only this env (repeatable)")
-    p.add_argument("--check", action="append", choices=list(CHECKS), help="only this check (repeatable)")
-    p.add_argument("--update", action="store_true", help="record the measured metrics as the new baselines")
-    p.add_argument("--repeat", type=int, default=1, help="with --update: runs per check (mean recorded)")
-    p.add_argument("--workdir", help="scratch results dir (default: a new temp dir, kept for inspection)")
-    args = p.parse_args(argv)
-    if args.repeat != 1 and not args.update:
-        p.error("--repeat goes with --update")
-
-    from envs import ENVS
-
-    cfg, cfg_path = load_config(args.config)
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="nextstate-regress-"))
-    baselines_dir = Path(cfg["baselines_dir"])
-    baselines_dir = baselines_dir if baselines_dir.is_absolute() else REPO_ROOT / baselines_dir
-    print(f"[regress] {cfg_path.relative_to(REPO_ROOT) if cfg_path.is_relative_to(REPO_ROOT) else cfg_path}; "
-          f"scratch dir {work}", flush=True)
-    for env in sorted(set(ENVS) - set(cfg["envs"])):
-        print(f"[regress] env {env}: registered but has no entry in {cfg_path.name}; not checked")
-    results: list[Result] = []
-    refused = False
-    t_start = time.monotonic()
-    for env, spec in cfg["envs"].items():
-        if args.env and env not in args.env:
-            continue
-        if env not in ENVS:
-            print(f"[regress] env {env}: not registered in envs.ENVS; skipped")
-            continue
-        baseline_path = baselines_dir / f"{env}.csv"
-        baselines = read_baselines(baseline_path)
-        done: dict[str, list[CheckRun]] = {}
-        for check in CHECKS:
-            if check not in spec or (args.check and check not in args.check):
-                continue
-            runs = []
-            for i in range(args.repeat):
-                print(f"[regress] {env}/{check}" + (f" (run {i + 1}/{args.repeat})" if args.repeat > 1 else ""),
-                      end=" ... ", flush=True)
-                run = run_check(env, check, spec[check], cfg["seed"], work / env / f"{check}{i or ''}",
-                                cfg["jobs"], cfg["timeout_s"])
-                print(f"{run.wall_s:.0f} s" + (f" FAILED: {run.error}" if run.error else ""), flush=True)
-                runs.append(run)
-            done[check] = runs
-            results += compare(cfg, merge_runs(runs), baselines, baseline_path)
-        if args.update and done:
-            # every repeat must meet the absolute expectations, not just their mean
-            every = [r for runs in done.values() for run in runs for r in compare(cfg, run, {}, baseline_path)]
-            broken = [r for r in every if r.metric == "(run)"
-                      or (r.tolerance and r.tolerance.absolute and not r.tolerance.holds_regardless(r.now))]
-            if broken:
-                refused = True
-                print(f"[regress] {env}: NOT updating {baseline_path}: "
-                      + "; ".join(f"{r.check} {r.metric} = {_fmt(r.now)} (must be {r.tolerance})" if r.tolerance
-                                  else f"{r.check} failed: {r.note}" for r in broken))
-            else:
-                write_baselines(baseline_path, done, baselines)
-                print(f"[regress] {env}: wrote {baseline_path}")
-                _print_spread(cfg, env, done)
-    wall = time.monotonic() - t_start
-    failed = [r for r in results if not r.ok]
-    if args.update:
-        print_table(results, f"measured, compared with the previous baselines ({wall:.0f} s)", update=True)
-        return 1 if refused else 0
-    print_table(results, f"regression check: {len(results) - len(failed)}/{len(results)} ok ({wall:.0f} s)")
-    if failed:
-        print(f"[regress] {len(failed)} regression(s); to accept a deliberate change: "
-              "python -m harness.regress --update", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _print_spread(cfg: dict, env: str, done: dict[str, list[CheckRun]]) -> None:
-    """With repeats: each band metric's observed range next to its configured band."""
-    for check, runs in done.items():
-        if len(runs) < 2:
-            continue
-        for metric in runs[0].metrics:
-            vals = [r.metrics.get(metric) for r in runs]
-            tol = tolerance_for(cfg, env, check, metric)
-            if tol and tol.kind == "band" and all(v is not None for v in vals):
-                spread = max(vals) - min(vals)
-                flag = "  <-- wider than the band" if spread > tol.value + 1e-9 else ""
-                print(f"[regress]   {check} {metric}: values {vals}, range {spread:g}, band ±{tol.value:g}{flag}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The leaderboard's runs: results/leaderboard.csv validated, then aggregated over seeds into entries.
+
+One *entry* is one configuration evaluated on one env: the context (env, suite, split, number of
+tasks, agent, model, training budget) and the method (aggregate.Method: signal, judge, hints, teacher
+and the training mode: `async` rows pair only with async outcome rows). Its seeds give a mean success
+rate with a 95% t-interval; a training entry is also paired, seed by seed, with the outcome-reward
+(GRPO) entry of the same context, and the mean paired difference gets its own interval.
+
+Rows are validated before anything is computed: an unknown env, a seed that is not an integer or a
+success rate that is not a number in [0, 1] is a `LeaderboardError` naming the file and line.
+When a configuration was run twice with the same seed, the row appended last counts.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.reports.aggregate import Method, Stat, by_seed, mean, paired_deltas
+from nextstate.leaderboard import LeaderboardError, read_numbered_rows
+
+NA = "N/A"
+REQUIRED = ("env", "agent", "model", "signal", "seed", "split", "n_tasks", "success_rate")
+MEANS = ("mean_steps", "infra_failures", "tokens", "wall_s")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What must match for two runs to be comparable (and for a signal to pair with outcome)."""
+
+    env: str
+    suite: str
+    split: str
+    n_tasks: int
+    agent: str
+    model: str
+    train_episodes: int | None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One validated leaderboard row."""
+
+    line: int
+    context: Context
+    method: Method
+    seed: int
+    success: float
+    success_before: float | None
+    mean_steps: float | None
+    infra_failures: float | None
+    tokens: float | None
+    wall_s: float | None
+    run_dir: str
+    timestamp: str
+
+
+@dataclass
+class Entry:
+    context: Context
+    method: Method
+    rows: dict[int, Row]  # by seed: the last row appended for that seed
+    success: Stat
+    delta_vs_baseline: Stat | None = None  # paired with the outcome entry of the same context
+    gain: Stat | None = None  # success after training minus before, per seed
+    means: dict[str, float | None] = field(default_factory=dict)  # mean_steps, tokens, wall_s ...
+
+    @property
+    def is_training(self) -> bool:
+        return self.context.train_episodes is not None
+
+
+def _num(raw: str | None, path: Path, line: int, col: str, *, kind=float, required=False):
+    if raw is None or raw.strip() in ("", "-", NA, "None", "nan"):
+        if required:
+            raise LeaderboardError(f"{path}: line {line}: column {col!r} is empty")
+        return None
+    try:
+        return kind(float(raw)) if kind is int else kind(raw)
+    except ValueError:
+        raise LeaderboardError(f"{path}: line {line}: column {col!r} is {raw!r}, not a number") from None
+
+
+def _row(r: dict, path: Path, line: int, known_envs: set[str]) -> Row:
+    if r["env"] not in known_envs:
+        raise LeaderboardError(f"{path}: line {line}: unknown env {r['env']!r} "
+                               f"(registered: {', '.join(sorted(known_envs))})")
+    seed = _num(r["seed"], path, line, "seed", kind=int, required=True)
+    if float(r["seed"]) != seed:
+        raise LeaderboardError(f"{path}: line {line}: seed {r['seed']!r} is not an integer")
+    success = _num(r["success_rate"], path, line, "success_rate", required=True)
+    if not 0.0 <= success <= 1.0:
+        raise LeaderboardError(f"{path}: line {line}: success_rate {success} is outside [0, 1]")
+    n_tasks = _num(r["n_tasks"], path, line, "n_tasks", kind=int, required=True)
+    episodes = _num(r.get("train_episodes"), path, line, "train_episodes", kind=int)
+    get = lambda c: (r.get(c) or "-").strip() or "-"  # noqa: E731  (columns older rows lack)
+    return Row(line=line,
+               context=Context(r["env"], get("suite"), get("split"), n_tasks, get("agent"), get("model"), episodes),
+               method=Method.of_metrics(r), seed=seed, success=success,
+               **{c: _num(r.get(c), path, line, c) for c in ("success_before", *MEANS)},
+               run_dir=r.get("run_dir") or "", timestamp=r.get("timestamp") or "")
+
+
+def validate(path: Path | str, known_envs: set[str] | None = None) -> list[Row]:
+    """Every row of the leaderboard, checked; the first problem raises with the file and line."""
+    if known_envs is None:
+        from envs import ENVS
+
+        known_envs = set(ENVS)
+    path = Path(path)
+    if not path.exists():
+        raise LeaderboardError(f"{path}: no such leaderboard (runs append to it; see results/README.md)")
+    header, numbered = read_numbered_rows(path)
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise LeaderboardError(f"{path}: line 1: header lacks columns {missing} needed to aggregate")
+    return [_row(r, path, line, known_envs) for line, r in numbered]
+
+
+def aggregate(rows: list[Row]) -> list[Entry]:
+    """Entries (one per context and method), with their paired deltas against outcome."""
+    # file order = the order runs finished: a rerun's row replaces the earlier one
+    groups = by_seed(rows, key=lambda r: (r.context, r.method), seed=lambda r: r.seed)
+    entries = {}
+    for (ctx, method), seeds in groups.items():
+        vals = list(seeds.values())
+        gains = [r.success - r.success_before for r in vals if r.success_before is not None]
+        entries[(ctx, method)] = Entry(
+            ctx, method, seeds, Stat.of([r.success for r in vals]),
+            gain=Stat.of(gains) if ctx.train_episodes is not None and gains else None,
+            means={k: mean([getattr(r, k) for r in vals]) for k in MEANS})
+    trained = {k: {s: r.success for s, r in seeds.items()} for k, seeds in groups.items()
+               if k[0].train_episodes is not None}
+    deltas = paired_deltas(trained, is_baseline=lambda k: k[1].is_baseline, pair_key=lambda k: (k[0], k[1].mode))
+    for k, d in deltas.items():
+        entries[k].delta_vs_baseline = Stat.of(d)
+    return list(entries.values())
+
+
+def by_env(entries: list[Entry]) -> dict[str, list[Entry]]:
+    out: dict[str, list[Entry]] = defaultdict(list)
+    for e in entries:
+        out[e.context.env].append(e)
+    return dict(sorted(out.items()))

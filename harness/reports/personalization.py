@@ -1,0 +1,160 @@
+"""`python -m harness.personalization <sweep dir>... --out results/personalization`: the personal-agent
+experiment's results (issue 19), shaped like the paper's table.
+
+Every evaluation of every finished or running training run on a persona (`env.persona`) becomes a
+row of `scores.csv` (persona, signal, judge, seed, updates, score, ...): the held-out score after that
+many updates, the share of test requests whose first greedy reply met every preference. From those
+rows alone (so the table can be recomputed) come `table.md`: the score at 8 and 16 updates per signal
+and judge, mean ± 95% CI over seeds and the paired Δ against outcome reward of the same seed; and
+`curves.png`: the mean score against updates, one line per (signal, judge).
+
+`judge` is the feedback a run learned from (aggregate.feedback): `oracle` (the user's own verdict, and
+their complaint as the hint), `model` (the policy's initial checkpoint as the judge and hint extractor)
+or `-` (outcome reward, which reads no judge: its runs are the baseline of both arms).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from pathlib import Path
+
+from harness.reports.aggregate import BASELINE_SIGNAL, Stat, by_seed, feedback, paired_deltas, signal_rank
+from harness.reports.plots import score_curves
+from nextstate.atomic import write_text_atomic
+
+COLUMNS = ("persona", "signal", "judge", "seed", "updates", "score", "run_dir")
+
+
+def feedback_of(cfg: dict) -> str:
+    """Which feedback a run learned from, read from its composed config."""
+    sig = cfg["signal"]
+    return feedback(cfg["judge"]["name"] if sig["use_prm"] else "-", cfg["hints"]["name"] if sig["use_opd"] else "-")
+
+
+def signal_name(cfg: dict) -> str:
+    sig = cfg["signal"]
+    return sig["name"] + (f"+top{sig['opd_topk']}" if sig["use_opd"] and sig.get("opd_topk") else "")
+
+
+def _points(run_dir: Path) -> dict[int, float]:
+    """Updates -> held-out score, from metrics.json (finished) or the train log and checkpoint (running)."""
+    points: dict[int, float] = {}
+    metrics_file = run_dir / "metrics.json"
+    if metrics_file.exists():
+        m = json.loads(metrics_file.read_text())
+        points[0], points[m["iterations"]] = m["success_before"], m["success_after"]
+        log = m.get("train_log", [])
+    else:
+        log_file = run_dir / "train_log.jsonl"
+        log = [json.loads(x) for x in log_file.read_text().splitlines() if x.strip()] if log_file.exists() else []
+        state = run_dir / "checkpoint" / "state.json"
+        if state.exists():
+            points[0] = json.loads(state.read_text())["success_before"]
+    for entry in log:
+        if "eval_success" in entry:
+            points[entry["iteration"] + 1] = entry["eval_success"]
+    return points
+
+
+def run_scores(run_dir: Path) -> list[dict]:
+    """(updates, score) of every evaluation a persona training run has made so far."""
+    import yaml
+
+    cfg_file = run_dir / ".hydra" / "config.yaml"
+    if not cfg_file.exists():
+        return []
+    cfg = yaml.safe_load(cfg_file.read_text())
+    persona = (cfg.get("env") or {}).get("persona")
+    if not persona or (cfg.get("mode") or {}).get("name") != "train":
+        return []
+    base = {"persona": persona, "signal": signal_name(cfg), "judge": feedback_of(cfg), "seed": cfg["seed"],
+            "run_dir": str(run_dir)}
+    return [{**base, "updates": u, "score": round(s, 4)} for u, s in sorted(_points(run_dir).items())
+            if s is not None]
+
+
+def _read(path: Path) -> list[dict]:
+    if path.is_file():
+        with open(path, newline="") as f:
+            return [{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "score": float(r["score"])}
+                    for r in csv.DictReader(f)]
+    if path.is_dir():
+        return [r for d in sorted(p.parent.parent for p in path.glob("*/.hydra/config.yaml")) for r in run_scores(d)]
+    raise SystemExit(f"error: {path} is neither a sweep dir nor a scores.csv")
+
+
+def collect(inputs: list[Path]) -> list[dict]:
+    """Rows from sweep dirs (each run a sub dir) and from earlier `scores.csv` files; a (persona,
+    signal, judge, seed, updates) seen twice is an error, not a silent double count."""
+    rows = [r for path in inputs for r in _read(path)]
+
+    def twice(key, seed, first, again):
+        raise SystemExit(f"error: {(*key[:3], seed, key[3])} is in both {first['run_dir']} and {again['run_dir']}")
+
+    by_seed(rows, key=lambda r: (r["persona"], r["signal"], r["judge"], r["updates"]), seed=lambda r: r["seed"],
+            on_repeat=twice)
+    return rows
+
+
+def _at(rows: list[dict], updates: int) -> dict[tuple[str, str, str], dict[int, float]]:
+    """(persona, signal, judge) -> seed -> score, at `updates` updates."""
+    groups = by_seed([r for r in rows if r["updates"] == updates], seed=lambda r: r["seed"],
+                     key=lambda r: (r["persona"], r["signal"], r["judge"]))
+    return {k: {s: r["score"] for s, r in seeds.items()} for k, seeds in groups.items()}
+
+
+def _fmt(stat: Stat | None) -> str:
+    if stat is None:
+        return "-"
+    return f"{stat.mean:.2f}" + (f" ± {stat.half:.2f}" if stat.half is not None else "") + f" (n={stat.n})"
+
+
+def table(rows: list[dict], at: tuple[int, ...] | None = None) -> str:
+    """Markdown: per persona, signal and judge, the score before training and at `at` updates
+    (mean ± 95% CI over seeds), and the paired Δ against outcome reward of the same seed. By default
+    the paper's columns, 8 and 16 updates, where runs reached them (else the furthest they reached)."""
+    reached = {r["updates"] for r in rows}
+    at = at or tuple(u for u in (8, 16) if u in reached) or (max(reached),)
+    scores = {u: _at(rows, u) for u in (0, *at)}
+    deltas = {u: paired_deltas(scores[u], is_baseline=lambda k: k[1] == BASELINE_SIGNAL and k[2] == "-",
+                               pair_key=lambda k: k[0]) for u in at}
+    cols = [f"score @{u}" for u in at] + [f"Δ vs outcome @{u}" for u in at]
+    out = io.StringIO()
+    out.write("| persona | signal | judge | seeds | score @0 | " + " | ".join(cols) + " |\n")
+    out.write("|" + "---|" * (5 + len(cols)) + "\n")
+    keys = sorted({k for by_key in scores.values() for k in by_key},
+                  key=lambda k: (k[0], k[2] != "-", k[2], signal_rank(k[1]), k[1]))
+    for key in keys:
+        cells = [_fmt(Stat.of_any(scores[u].get(key, {}).values())) for u in at]
+        cells += [_fmt(Stat.of_any(deltas[u].get(key, []))) for u in at]
+        seeds = len({r["seed"] for r in rows if (r["persona"], r["signal"], r["judge"]) == key})
+        out.write(f"| {' | '.join(key)} | {seeds} | {_fmt(Stat.of_any(scores[0].get(key, {}).values()))} | "
+                  + " | ".join(cells) + " |\n")
+    return out.getvalue()
+
+
+def write(rows: list[dict], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(sorted(rows, key=lambda r: tuple(str(r[k]).zfill(4) for k in COLUMNS[:5])))
+    write_text_atomic(out / "scores.csv", buf.getvalue())
+    write_text_atomic(out / "table.md", table(rows))
+    score_curves(rows, out / "curves.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.personalization", description=__doc__.split("\n\n")[0])
+    ap.add_argument("inputs", nargs="+", type=Path, help="sweep dirs and/or earlier scores.csv files")
+    ap.add_argument("--out", type=Path, default=Path("results/personalization"))
+    args = ap.parse_args(argv)
+    rows = collect(args.inputs)
+    if not rows:
+        raise SystemExit(f"error: no persona training runs with an evaluation in {[str(p) for p in args.inputs]}")
+    write(rows, args.out)
+    print(table(rows))
+    print(f"[personalization] {len(rows)} scores -> {args.out}/scores.csv, table.md, curves.png")
+    return 0
