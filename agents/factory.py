@@ -4,14 +4,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from agents.base import Agent, ModelAgent, NoopAgent, OracleAgent
+from agents.base import Agent
 from agents.model_cache import cached_path, ensure_cached
 from agents.serving.backend import BackendConfig, Server
 from agents.serving.http_policy import HTTPPolicy
 from agents.serving.transformers_policy import SamplingConfig
 from nextstate.config import ModelConfig
-
-SCRIPTED = {"oracle": OracleAgent, "noop": NoopAgent}
 
 
 def model_path(model: ModelConfig, cache_dir: str) -> Path:
@@ -40,21 +38,20 @@ def serve_policy(model: ModelConfig, backend: BackendConfig, cache_dir: str, *, 
         yield HTTPPolicy(server.url, tokenizer, sampling_of(model), model_name=model.name)
 
 
-def agent_factory(name: str, policy: HTTPPolicy | None = None, spec: dict | None = None):
-    """`f(episode_index) -> Agent`: one agent per episode (scripted agents keep per-episode state).
-    An agent config (`spec`) with a `_target_` ("package.module.Class") names a scripted agent outside
-    the registry, made with the config's keys: the tests' gated oracle is one."""
-    if spec is not None and "_target_" in spec:
-        from hydra.utils import instantiate
+def agent_factory(spec: dict, policy: HTTPPolicy | None = None):
+    """`f(episode_index) -> Agent`, one agent per episode (scripted agents keep per-episode state), from
+    an agent config (conf/agent/): its `_target_` class made with the config's other keys; a `served`
+    agent also gets the policy on the run's serving endpoint."""
+    from hydra.utils import instantiate
 
-        return lambda i: instantiate(spec)
-    if name in SCRIPTED:
-        return lambda i: SCRIPTED[name]()
-    if name == "model":
+    if "_target_" not in spec:
+        raise ValueError(f"agent={spec.get('name')} names no `_target_` class (see conf/agent/)")
+    kwargs = {k: v for k, v in spec.items() if k not in ("name", "served")}
+    if spec.get("served"):
         if policy is None:
-            raise ValueError("agent=model needs a serving endpoint")
-        return lambda i: ModelAgent(policy)
-    raise ValueError(f"unknown agent {name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
+            raise ValueError(f"agent={spec.get('name')} acts through a serving endpoint: none was started")
+        return lambda i: instantiate(kwargs, policy=policy)
+    return lambda i: instantiate(kwargs)
 
 
-__all__ = ["Agent", "SCRIPTED", "agent_factory", "cached_model_path", "model_path", "sampling_of", "serve_policy"]
+__all__ = ["Agent", "agent_factory", "cached_model_path", "model_path", "sampling_of", "serve_policy"]

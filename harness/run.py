@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 import envs  # noqa: F401  (registers the environments)
-from agents.factory import SCRIPTED, agent_factory, serve_policy
+from agents.factory import agent_factory, serve_policy
 from agents.pool import EnvPool
 from agents.serving.backend import BackendConfig
 from envs.make import env_maker
@@ -60,8 +60,8 @@ def main(cfg: DictConfig) -> dict:
         raise SystemExit(f"limit={cfg.limit} selects the tasks of mode=eval; use mode.eval_limit={cfg.limit}")
     run_dir = run_dir_of(cfg)
     check_resumable(cfg, run_dir)
-    if cfg.agent.name not in SCRIPTED and cfg.agent.name != "model" and "_target_" not in cfg.agent:
-        raise SystemExit(f"unknown agent {cfg.agent.name!r}; choose one of {sorted([*SCRIPTED, 'model'])}")
+    if "_target_" not in cfg.agent:
+        raise SystemExit(f"agent={cfg.agent.name} names no `_target_` class (conf/agent/ has one per agent)")
     try:
         removed = reap_orphans(docker_client())
     except Exception as e:  # Docker-free envs can run without a daemon
@@ -100,11 +100,11 @@ def main(cfg: DictConfig) -> dict:
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)
         policy = None
-        if cfg.agent.name == "model":
+        if cfg.agent.get("served"):
             policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
                                                       cfg.paths.cache_dir, log_path=run_dir / "server.log"))
         tasks = select_tasks(pool.get(), cfg.limit, cfg.get("exclude_tags"))
-        make_agent = agent_factory(cfg.agent.name, policy, OmegaConf.to_container(cfg.agent, resolve=True))
+        make_agent = agent_factory(OmegaConf.to_container(cfg.agent, resolve=True), policy)
         result = evaluate(
             pool, make_agent, tasks, run_dir=run_dir,
             system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,

@@ -35,8 +35,8 @@ class ModelConfig:
     temperature: float
     top_p: float
     max_prompt_tokens: int
-    threads: int | None = None
-    init_from: str | None = None
+    threads: int | None
+    init_from: str | None
 
 
 @dataclass

@@ -32,22 +32,24 @@ from agents.rollout import run_episode
 from nextstate.atomic import append_jsonl
 from trainers.async_loops import AsyncLoops, Gate, UpdateReport
 from trainers.curriculum import max_steps_at
-from trainers.sync import TrainConfig, Training, evaluate_after, finish_training, start_training
+from trainers.run_state import RunState
+from trainers.setup import TrainConfig, Training, start_training
+from trainers.sync import evaluate_after, finish_training
 
 
 @dataclass
 class AsyncTrainConfig(TrainConfig):
-    batch_samples: int = 16  # samples per update (the paper's 16)
-    max_staleness: int = 1  # a sample may be this many versions behind the trainer (the paper: one)
-    judge_workers: int = 1  # threads judging finished groups at once (the judge server batches their calls)
+    batch_samples: int  # samples per update (the paper's 16)
+    max_staleness: int  # a sample may be this many versions behind the trainer (the paper: one)
+    judge_workers: int  # threads judging finished groups at once (the judge server batches their calls)
 
 
-def record_update(state: dict, r: UpdateReport, loops: AsyncLoops) -> dict:
+def record_update(state: RunState, r: UpdateReport, loops: AsyncLoops) -> dict:
     """Count an update into the run's state (call under the state's lock); its log line's common fields."""
-    state["iteration"] = r.version - 1
-    state["train_samples"] += r.samples
-    state["dropped_stale"] += r.dropped_stale
-    state["groups_started"] = loops.groups_started
+    state.iteration = r.version - 1
+    state.train_samples += r.samples
+    state.dropped_stale += r.dropped_stale
+    state.groups_started = loops.groups_started
     return {"iteration": r.version - 1, "version": r.version, "samples": r.samples,
             "staleness_mean": sum(r.staleness) / len(r.staleness), "staleness_max": max(r.staleness),
             "dropped_stale": r.dropped_stale, "trainer_wait_s": r.wait_s, "update_s": r.update_s,
@@ -65,10 +67,8 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
     with ExitStack() as stack:
         tr = start_training(cfg, run_dir, stack, AsyncTrainConfig)
         tc, state = tr.tc, tr.state
-        state.setdefault("groups_started", 0)
-        state.setdefault("dropped_stale", 0)
         tr.policy.sampling = tr.roll_sampling
-        tr.pool.set_max_steps(max_steps_at(state["iteration"] + 1, tc.iterations, tc.max_steps_start,
+        tr.pool.set_max_steps(max_steps_at(state.iteration + 1, tc.iterations, tc.max_steps_start,
                                            tr.env_cfg.max_steps))
         lock = threading.Lock()  # the judge thread counts into `state`; the trainer logs and saves it
         since = {"episodes": 0, "successes": 0, "judge_votes": 0, "hints_accepted": 0, "steps": 0}
@@ -93,7 +93,7 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
             return samples
 
         def update(samples):
-            return tr.update(samples, seed=hash((cfg.seed, state["iteration"] + 1)))
+            return tr.update(samples, seed=hash((cfg.seed, state.iteration + 1)))
 
         def on_update(r: UpdateReport) -> None:
             with lock:
@@ -101,12 +101,12 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
                        "episodes": since["episodes"], "rollout_success": since["successes"] / max(1, since["episodes"]),
                        **{k: since[k] for k in ("judge_votes", "hints_accepted", "steps")}}
                 since.update(dict.fromkeys(since, 0))
-            it = state["iteration"]
+            it = state.iteration
             tr.pool.set_max_steps(max_steps_at(it + 1, tc.iterations, tc.max_steps_start, tr.env_cfg.max_steps))
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
                 mid = tr.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
                 tr.policy.sampling = tr.roll_sampling
-                state["curve"].append([state["train_episodes"], mid["success_rate"]])
+                state.curve.append([state.train_episodes, mid["success_rate"]])
                 log["eval_success"] = mid["success_rate"]
             append_jsonl(tr.log_file, log)
             with lock:
@@ -117,13 +117,13 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
 
         loops = AsyncLoops(produce=produce, judge=judge, update=update, publish=tr.publish,
                            workers=max(1, cfg.parallel), batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
-                           version=state["iteration"] + 1, next_group=state["groups_started"],
+                           version=state.iteration + 1, next_group=state.groups_started,
                            judges=tc.judge_workers)
-        remaining = tc.iterations - (state["iteration"] + 1)
+        remaining = tc.iterations - (state.iteration + 1)
         loop_start = time.monotonic()
         if remaining > 0:
             loops.run(remaining, on_update)
         tr.pool.set_max_steps(tr.env_cfg.max_steps)
         after = evaluate_after(tr)
     return finish_training(tr, after, {"mode": "async", "batch_samples": tc.batch_samples,
-                                       "max_staleness": tc.max_staleness, "dropped_stale": state["dropped_stale"]})
+                                       "max_staleness": tc.max_staleness, "dropped_stale": state.dropped_stale})

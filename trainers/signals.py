@@ -35,8 +35,8 @@ class SignalConfig:
     use_opd: bool
     w_rl: float
     w_opd: float
-    baseline: str = "stepwise"  # stepwise (general agents) | none (personal agents: the score is the advantage)
-    opd_topk: int = 0  # 0: top-1 OPD (the sampled token's log p_T - log p_old); K: reverse KL to the teacher's top K
+    baseline: str  # stepwise (general agents) | none (personal agents: the score is the advantage)
+    opd_topk: int  # 0: top-1 OPD (the sampled token's log p_T - log p_old); K: reverse KL to the teacher's top K
 
     def __post_init__(self):
         if self.baseline not in ("stepwise", "none"):

@@ -20,7 +20,7 @@ class UpdateConfig:
     eps_low: float
     eps_high: float
     kl_coef: float
-    temperature: float  # the rollout temperature: logprobs are taken of logits / temperature
+    rollout_temperature: float  # logprobs are taken of logits / temperature, as the rollout sampled them
 
 
 def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tensor:
@@ -106,7 +106,7 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
         for start in range(0, len(order), cfg.minibatch_size):
             mb = [samples[i] for i in order[start: start + cfg.minibatch_size]]
             topk = any(s.teacher_top for s in mb)
-            lp, mask, *logp = sequence_logprobs(model, mb, cfg.temperature, full=topk)
+            lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk)
             T = lp.shape[1]
             old = _pad([s.old_logprobs for s in mb], T).to(device)
             adv = _pad([s.advantages for s in mb], T).to(device)

@@ -25,7 +25,7 @@ class BackendConfig:
     threads: int | None
     startup_timeout_s: float
     extra_args: list[str]
-    prefix_cache_tokens: int = 32768  # embedded: KV of recent prompts reused for shared prefixes (0 = off)
+    prefix_cache_tokens: int  # embedded: KV of recent prompts reused for shared prefixes (0 = off)
 
 
 def default_server_threads() -> int:

@@ -16,22 +16,23 @@ import requests.exceptions
 from envs.sandbox.errors import SandboxError
 from envs.sandbox.labels import run_labels
 from envs.sandbox.shell import PersistentShell, ShellResult
+from nextstate.config import conf_defaults
 
 
 @dataclass(frozen=True)
 class SandboxConfig:
     """Limits and defaults of an episode's container (conf/sandbox/default.yaml sets the values)."""
 
-    memory: str = "1g"
-    cpus: float = 1.0
-    pids_limit: int = 256
-    network: str = "none"
-    init: bool = True  # docker-init as pid 1: zombies are reaped and stop is fast
-    user: str | None = None  # None = the image's user
-    workdir: str = "/app"
-    command_timeout_s: float = 30.0
-    output_cap_bytes: int = 16384
-    async_remove: bool = True  # remove containers in the background so reset does not wait
+    memory: str
+    cpus: float
+    pids_limit: int
+    network: str
+    init: bool  # docker-init as pid 1: zombies are reaped and stop is fast
+    user: str | None  # None = the image's user
+    workdir: str
+    command_timeout_s: float
+    output_cap_bytes: int
+    async_remove: bool  # remove containers in the background so reset does not wait
 
 
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
@@ -50,11 +51,11 @@ def docker_client() -> docker.DockerClient:
 class Sandbox:
     """A running container with a persistent shell. Use as a context manager."""
 
-    def __init__(self, image: str, config: SandboxConfig = SandboxConfig(), *, run_id: str,
+    def __init__(self, image: str, config: SandboxConfig | None = None, *, run_id: str,
                  client: docker.DockerClient | None = None, user: str | None = None, shell: bool = True):
         self.image = image
         self._want_shell = shell  # False: a harness-only container (e.g. grading), no agent shell
-        self.config = config
+        self.config = config = config or conf_defaults("sandbox", "default", SandboxConfig)
         self.run_id = run_id
         self.user = user if user is not None else config.user
         self._client = client or docker_client()

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from nextstate.types import NextState, Sample, Step, Trajectory
+from trainers.feedback.apply import judge_and_teach
 from trainers.feedback.model_judge import HintConfig
 from trainers.feedback.oracle_judge import OracleHints, OracleJudge
 from trainers.signals import SignalConfig, build_samples, collect_steps
-from trainers.sync import _judge_and_teach
 from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
 
 pytestmark = [pytest.mark.model, pytest.mark.learning]
@@ -26,15 +26,16 @@ PREFERRED = "hey, how about bubbles? short and cute."
 DISPREFERRED = "A good name for a goldfish could be Goldie. It is a classic choice for a pet fish."
 COMPLAINT = "Please talk to me like a friend would, start with hey."
 SIGNALS = {
-    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0),
-    "prm": SignalConfig("prm", True, False, 1.0, 0.0),
-    "opd": SignalConfig("opd", False, True, 0.0, 1.0),
-    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0),
-    "opd_topk": SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=20),  # the paper's top-K variant
+    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
+    "prm": SignalConfig("prm", True, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
+    "opd": SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0),
+    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="stepwise", opd_topk=0),
+    # the paper's top-K variant
+    "opd_topk": SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=20, baseline="stepwise"),
 }
 HINTS = HintConfig("oracle", 1, 0.0, 0, 10, "", "", "\n\n[user's hint / instruction]\n{hint}")
 UPDATE = UpdateConfig(lr=2e-5, weight_decay=0.0, grad_clip=1.0, epochs=1, minibatch_size=2, eps_low=0.2,
-                      eps_high=0.28, kl_coef=0.0, temperature=1.0)
+                      eps_high=0.28, kl_coef=0.0, rollout_temperature=1.0)
 ROUNDS = 4
 
 
@@ -91,7 +92,7 @@ def test_a_few_updates_make_the_preferred_reply_likelier(signal, served):
     for r in range(ROUNDS):
         trajs = _trajectories(model, prompt_ids, good_ids, bad_ids)
         steps = collect_steps(trajs)
-        _judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: None, salt=r)
+        judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: None, salt=r)
         samples = build_samples(SIGNALS[signal], steps, trajs)
         assert samples, f"{signal}: no samples to learn from"
         ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))

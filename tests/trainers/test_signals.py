@@ -5,10 +5,10 @@ from nextstate.types import Judgement, NextState, Step, Trajectory
 from trainers.signals import SignalConfig, build_samples, collect_steps
 
 SIG = {
-    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0),
-    "prm": SignalConfig("prm", True, False, 1.0, 0.0),
-    "opd": SignalConfig("opd", False, True, 0.0, 1.0),
-    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0),
+    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
+    "prm": SignalConfig("prm", True, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
+    "opd": SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0),
+    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="stepwise", opd_topk=0),
 }
 
 
@@ -69,14 +69,14 @@ def test_combined_hint_only_score_only_and_both():
 
 def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
     """The personal-agent variant: no outcome added, no standardization, 0-scored steps dropped."""
-    personal = SignalConfig("prm", True, False, 1.0, 0.0, baseline="none")
+    personal = SignalConfig("prm", True, False, 1.0, 0.0, baseline="none", opd_topk=0)
     trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("A", 0.0)]
     steps = collect_steps(trajs)
     for st, score in zip(steps, [1.0, 0.0, -1.0]):
         st.judgement = Judgement(votes=(1,), score=score)
     assert [s.advantages for s in build_samples(personal, steps, trajs)] == [[1.0, 1.0], [-1.0, -1.0]]
     # combined: a 0-scored step with a hint is OPD only; a scored one adds both
-    combined = SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="none")
+    combined = SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="none", opd_topk=0)
     steps[1].teacher_logprobs = [-0.5, -1.5]  # old [-1, -2]: OPD [0.5, 0.5]
     steps[2].teacher_logprobs = [-1.0, -1.0]  # OPD [0, 1]; score -1
     assert [s.advantages for s in build_samples(combined, steps, trajs)] == \
@@ -85,7 +85,7 @@ def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
 
 def test_an_unknown_baseline_is_a_clear_error():
     with pytest.raises(ValueError, match="stepwise or none"):
-        SignalConfig("prm", True, False, 1.0, 0.0, baseline="group")
+        SignalConfig("prm", True, False, 1.0, 0.0, baseline="group", opd_topk=0)
 
 
 def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
@@ -97,7 +97,7 @@ def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
     for st, score in zip(steps, (1.0, -1.0)):
         st.judgement = Judgement(score=score)
         st.teacher_logprobs, st.teacher_top = [-0.5, -1.0], top
-    cfg = SignalConfig("prm_opd", True, True, 1.0, 0.5, opd_topk=2)
+    cfg = SignalConfig("prm_opd", True, True, 1.0, 0.5, opd_topk=2, baseline="stepwise")
     samples = build_samples(cfg, steps, trajs)
     # R = outcome + score = [2, -1] -> standardized [+1, -1]; no log p_T - log p_old term
     assert [s.advantages for s in samples] == [pytest.approx([1.0, 1.0], abs=1e-5),
@@ -106,7 +106,7 @@ def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
     plain = build_samples(SIG["prm_opd"], steps, trajs)  # top-1: the teacher term is in the advantage
     assert plain[0].teacher_top is None and plain[0].advantages == pytest.approx([1.5, 2.0], abs=1e-5)
     with pytest.raises(ValueError, match="opd_topk"):
-        SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=-1)
+        SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=-1, baseline="stepwise")
 
 
 def test_topk_opd_loss_is_the_weighted_reverse_kl_averaged_over_all_samples():

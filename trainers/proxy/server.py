@@ -49,16 +49,16 @@ from trainers.proxy.openai_wire import (
     shown_so_far,
 )
 from trainers.proxy.sessions import SessionBook, turn_type_of
-from trainers.sync import Training, start_training
+from trainers.setup import Training, start_training
 from trainers.train_plot import write_train_plot
 
 
 @dataclass
 class ProxyConfig(AsyncTrainConfig):
-    host: str = "127.0.0.1"
-    port: int = 8000  # 0 = a free port (see <run_dir>/proxy.json)
-    max_sessions: int = 1000  # sessions kept waiting for their next message; the least recent go first
-    api_key: str = ""  # non-empty: requests must carry `Authorization: Bearer <api_key>`
+    host: str
+    port: int  # 0 = a free port (see <run_dir>/proxy.json)
+    max_sessions: int  # sessions kept waiting for their next message; the least recent go first
+    api_key: str  # non-empty: requests must carry `Authorization: Bearer <api_key>`
 
 
 @dataclass
@@ -295,10 +295,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False)
         _check_signal(tr)
         tc, state = tr.tc, tr.state
-        state.setdefault("groups_started", 0)
-        state.setdefault("dropped_stale", 0)
-        state.setdefault("open_from", 0)
-        book = SessionBook(tc.max_sessions, SessionJournal(run_dir / "sessions.jsonl"), first_step=state["open_from"],
+        book = SessionBook(tc.max_sessions, SessionJournal(run_dir / "sessions.jsonl"), first_step=state.open_from,
                            tools=tr.tools)
         if book.restored_pending or book.restored_steps:
             print(f"[proxy] resumed {book.restored_pending} replies waiting for their next state and "
@@ -316,7 +313,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         def on_update(r: UpdateReport) -> None:
             with lock:
                 log = {**record_update(state, r, loops), **proxy.stats()}
-                state["open_from"] = r.open_from
+                state.open_from = r.open_from
                 tr.checkpoint()
             book.compact(r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
             append_jsonl(tr.log_file, log)
@@ -325,10 +322,10 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                   f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")
 
         loops = AsyncLoops(produce=lambda n, gate: proxy.next_step(n, gate), judge=judge,
-                           update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state["iteration"] + 1))),
+                           update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state.iteration + 1))),
                            publish=tr.publish, workers=1, batch_size=tc.batch_samples,
-                           max_staleness=tc.max_staleness, version=state["iteration"] + 1,
-                           next_group=state["open_from"], judges=tc.judge_workers)
+                           max_staleness=tc.max_staleness, version=state.iteration + 1,
+                           next_group=state.open_from, judges=tc.judge_workers)
         proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key)
         server.RequestHandlerClass = make_handler(proxy)
         threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
@@ -342,14 +339,14 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
             print(f"[proxy] warning: {tc.host} is reachable from other machines and no mode.api_key is set "
                   "(NEXTSTATE_PROXY_API_KEY): anyone who can reach it can train this model", file=sys.stderr,
                   flush=True)
-        remaining = tc.iterations - (state["iteration"] + 1) if tc.iterations else 10**12
+        remaining = tc.iterations - (state.iteration + 1) if tc.iterations else 10**12
         if remaining > 0:
             loops.run(remaining, on_update)
         final = proxy.stats()
     metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": cfg.seed,
-               "iterations": state["iteration"] + 1, "train_samples": state["train_samples"],
-               "steps_judged": state["train_episodes"], "judge_votes": state["judge_votes"],
-               "hints_accepted": state["hints_accepted"], "dropped_stale": state["dropped_stale"], **final,
+               "iterations": state.iteration + 1, "train_samples": state.train_samples,
+               "steps_judged": state.train_episodes, "judge_votes": state.judge_votes,
+               "hints_accepted": state.hints_accepted, "dropped_stale": state.dropped_stale, **final,
                "wall_s": round(time.monotonic() - tr.t_start, 1), "train_log": read_jsonl(tr.log_file)}
     write_json_atomic(run_dir / "metrics.json", metrics)
     print(f"[proxy] stopped after {metrics['iterations']} updates; weights in {run_dir / 'weights'}")

@@ -1,0 +1,72 @@
+"""The judges and hinters a run may choose, keyed by their config group's `name` (conf/judge/,
+conf/hints/): one table instead of if-chains, and each entry says what it needs, so a run starts
+the frozen server only when something reads it and refuses label-reading feedback where there are
+no tasks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generic, Protocol, TypeVar
+
+from nextstate.types import Judgement, Step
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint
+from trainers.feedback.oracle_judge import OracleHints, OracleJudge
+from trainers.signals import JudgedStep
+
+
+class Judge(Protocol):
+    def votes(self, steps: list[Step], salt: int = 0) -> list[Judgement]: ...
+
+
+Hinter = Callable[[list[JudgedStep]], list[str | None]]  # a hint (or None) per judged step
+
+
+@dataclass
+class FeedbackSources:
+    """What feedback may read: the frozen model's judge (None when no frozen server runs), each train
+    task's reference solution, and the configs."""
+
+    model_judge: ModelJudge | None
+    reference_actions: Callable[[str], list[str]]  # task id -> its reference solution
+    judge_cfg: JudgeConfig
+    hints_cfg: HintConfig
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Feedback(Generic[T]):
+    build: Callable[[FeedbackSources], T]
+    needs_model: bool  # served by the frozen endpoint
+    reads_labels: bool  # a task's labels or reference: only where there are tasks
+
+
+def _model_hinter(s: FeedbackSources) -> Hinter:
+    return lambda steps: s.model_judge.hints([st.step for st in steps])
+
+
+def _oracle_hinter(s: FeedbackSources) -> Hinter:
+    oracle = OracleHints(s.reference_actions)  # built only from each task's own reference solution
+    return lambda steps: oracle.hints_for([st.group for st in steps], [st.step for st in steps])
+
+
+def _next_state_hinter(s: FeedbackSources) -> Hinter:
+    return lambda steps: [next_state_hint(st.step, s.hints_cfg.min_chars) for st in steps]
+
+
+JUDGES: dict[str, Feedback[Judge | None]] = {
+    "model": Feedback(lambda s: s.model_judge, needs_model=True, reads_labels=False),
+    "oracle": Feedback(lambda s: OracleJudge(s.judge_cfg.m), needs_model=False, reads_labels=True),
+}
+HINTERS: dict[str, Feedback[Hinter]] = {
+    "model": Feedback(_model_hinter, needs_model=True, reads_labels=False),
+    "oracle": Feedback(_oracle_hinter, needs_model=False, reads_labels=True),
+    "next_state": Feedback(_next_state_hinter, needs_model=False, reads_labels=False),
+}
+
+
+def choose(table: dict[str, Feedback[T]], group: str, name: str) -> Feedback[T]:
+    """The table's entry for `name`, or an exit naming the choices (`hints=nope` stops the run at once)."""
+    if name not in table:
+        raise SystemExit(f"{group}={name} is unknown ({' | '.join(table)})")
+    return table[name]

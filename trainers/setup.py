@@ -1,0 +1,292 @@
+"""What every training mode starts from (`start_training`): the typed mode config, the envs and tasks,
+the servers (the policy; a frozen one on the initial weights for the judge, the hints, the frozen
+teacher and the KL reference), the trainable model and optimizer, and the run's state, loaded from its
+checkpoint or fresh after the evaluation before training. The loops (trainers/sync.py,
+trainers/async_train.py, trainers/proxy/server.py) differ only in how they schedule the parts."""
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import torch
+from omegaconf import DictConfig
+
+from agents.base import ModelAgent
+from agents.factory import model_path, serve_policy
+from agents.pool import EnvPool, run_episodes, summarize
+from agents.serving.backend import BackendConfig
+from agents.serving.http_policy import HTTPPolicy
+from agents.serving.transformers_policy import SamplingConfig
+from envs.make import env_maker
+from envs.sandbox import wait_for_background_removals
+from nextstate.atomic import append_jsonl
+from nextstate.config import EnvConfig, ModelConfig, check_ranges, model_config, typed
+from nextstate.types import Task
+from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
+from trainers.cpu_time import cpu_seconds
+from trainers.curriculum import filter_tasks, without_tags
+from trainers.eval_cache import EvalCache
+from trainers.feedback.apply import judge_and_teach
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
+from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, Judge, choose
+from trainers.run_state import RunState
+from trainers.signals import SignalConfig, build_samples, collect_steps
+from trainers.update import UpdateConfig, ppo_update
+
+
+@dataclass
+class TrainConfig(UpdateConfig):
+    """conf/mode/train.yaml: the update's keys (UpdateConfig: lr, epochs, clipping, ...) and the loop's."""
+
+    name: str
+    iterations: int
+    tasks_per_iter: int
+    group_size: int
+    eval_limit: int | None
+    eval_every: int
+    teacher: str
+    lora: bool
+    lora_r: int
+    lora_alpha: int
+    gradient_checkpointing: str
+    max_steps_start: int | None
+    difficulties: list[str] | None
+    tags: list[str] | None
+    keep_checkpoint: bool
+    threads: int | None
+
+
+
+def check_training_ranges(tc: TrainConfig, judge: JudgeConfig, hints: HintConfig) -> None:
+    """Numbers that would train nothing, or break the update (a zero temperature divides the logits),
+    stop the run before its servers and its first evaluation start."""
+    check_ranges("mode", tc, at_least={"iterations": 0, "tasks_per_iter": 1, "group_size": 1, "eval_limit": 1,
+                                       "eval_every": 0, "epochs": 1, "minibatch_size": 1, "lora_r": 1,
+                                       "weight_decay": 0, "eps_low": 0, "eps_high": 0, "kl_coef": 0,
+                                       "max_steps_start": 1, "threads": 1},
+                 above={"rollout_temperature": 0, "lr": 0, "grad_clip": 0})
+    if hasattr(tc, "batch_samples"):  # mode=async and mode=proxy
+        check_ranges("mode", tc, at_least={"batch_samples": 1, "max_staleness": 0, "judge_workers": 1})
+    if choose(JUDGES, "judge", judge.name).needs_model:  # the oracle judge reads labels: no votes to sample
+        check_ranges("judge", judge, at_least={"m": 1, "max_new_tokens": 1, "temperature": 0})
+    if choose(HINTERS, "hints", hints.name).needs_model:
+        check_ranges("hints", hints, at_least={"m": 1, "max_new_tokens": 1, "temperature": 0, "min_chars": 0})
+
+
+def load_trainable(path: Path, tc: TrainConfig, dtype: str):
+    from transformers import AutoModelForCausalLM
+
+    gpu = torch.cuda.is_available()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    if gpu:
+        model = model.cuda()
+    if tc.gradient_checkpointing == "on" or (tc.gradient_checkpointing == "auto" and gpu):
+        model.gradient_checkpointing_enable()
+    if tc.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=tc.lora_r, lora_alpha=tc.lora_alpha, lora_dropout=0.0,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    return model
+
+
+def _eval(pool, policy, tasks, system_prompt, seed, parallel, progress, desc, out_file: Path) -> dict:
+    trajs = run_episodes(pool, lambda i: ModelAgent(policy), tasks, system_prompt=system_prompt, seed=seed,
+                         parallel=parallel, progress=progress, desc=desc)
+    for t in trajs:
+        append_jsonl(out_file, t.to_dict())
+    return summarize(trajs)
+
+
+@dataclass
+class Training:
+    """A training run's parts, built once by `start_training`; the synchronous loop (`train_main`) and
+    the asynchronous ones (trainers/async_train.py, trainers/proxy/) differ only in how they schedule
+    them. Without an env (mode=proxy) the env parts are None and the task lists empty."""
+    cfg: DictConfig
+    run_dir: Path
+    tc: TrainConfig
+    signal: SignalConfig
+    model_cfg: ModelConfig
+    judge_cfg: JudgeConfig
+    hints_cfg: HintConfig
+    env_cfg: EnvConfig | None
+    pool: EnvPool | None
+    env: gym.Env | None  # the first worker's env, unwrapped: tasks, tools and reference solutions
+    train_tasks: list[Task]
+    test_tasks: list[Task]
+    tools: dict[str, list[dict]]  # task id -> the tools its prompt offers
+    policy: HTTPPolicy  # serves rollouts (and the teacher when mode.teacher=policy)
+    frozen: HTTPPolicy | None  # the initial weights: judge, hints, frozen teacher, KL reference
+    judge: Judge | None
+    hinter: Hinter
+    teacher: HTTPPolicy | None
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    state: RunState
+    eval_sampling: SamplingConfig
+    roll_sampling: SamplingConfig
+    t_start: float
+    cpu_start: float
+    init_path: Path  # the weights training starts from
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "checkpoint"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / "train_log.jsonl"
+
+    def rollout_agent(self, seed: int) -> ModelAgent:
+        return ModelAgent(self.policy, self.roll_sampling, seed=seed % 2**31)
+
+    def samples(self, trajs, salt: int) -> tuple[list, list, dict]:
+        """Judge and teach the trajectories' steps, then build the signal's samples (with KL
+        reference logprobs when asked): (samples, judged steps, counts for the log)."""
+        steps = collect_steps(trajs)
+        info = judge_and_teach(steps, self.judge, self.hinter, self.signal, self.teacher, self.hints_cfg,
+                                self.tools.get, salt=salt)
+        samples = build_samples(self.signal, steps, trajs)
+        if self.tc.kl_coef > 0 and samples:
+            for s, (lps, _) in zip(samples, self.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
+                s.ref_logprobs = lps
+        return samples, steps, info
+
+    def update(self, samples, seed: int) -> dict:
+        """One PPO update of the trainer's model (the server still serves the old weights)."""
+        return ppo_update(self.model, self.optimizer, samples, self.tc,
+                          generator=torch.Generator().manual_seed(seed % 2**31))
+
+    def publish(self) -> None:
+        """The trainer's weights to the serving endpoint."""
+        self.policy.update_weights_from_disk(str(save_weights(self.model, self.run_dir / "weights")))
+
+    def count(self, trajs, n_samples: int, steps, info) -> None:
+        """Add episodes, samples, tokens and judge results to the run's totals."""
+        st = self.state
+        st.train_episodes += len(trajs)
+        st.train_samples += n_samples
+        st.tokens += sum(t.n_tokens for t in trajs)
+        st.judge_votes += info["judge_votes"]
+        st.hints_accepted += info["hints_accepted"]
+        st.step_scores += [s.judgement.score for s in steps if s.judgement]
+        st.judge_pairs += [[s.judgement.score, s.step.info.get("step_label")] for s in steps
+                              if s.judgement and s.step.info.get("step_label")]
+
+    def evaluate(self, desc: str, out_file: Path) -> dict:
+        self.policy.sampling = self.eval_sampling
+        return _eval(self.pool, self.policy, self.test_tasks, self.env_cfg.system_prompt, self.cfg.seed,
+                     self.cfg.parallel, self.cfg.progress, desc, out_file)
+
+    def checkpoint(self) -> None:
+        save_checkpoint(self.state_file, self.model, self.optimizer, self.state.to_dict())
+
+
+@dataclass
+class Tasks:
+    """The env side of a run: envs (one per worker), the train and test tasks, each task's tools."""
+    env_cfg: EnvConfig
+    pool: EnvPool
+    env: gym.Env
+    train: list[Task]
+    test: list[Task]
+    tools: dict[str, list[dict]]
+
+
+def open_tasks(cfg: DictConfig, run_dir: Path, tc: TrainConfig, stack: ExitStack) -> Tasks:
+    """The envs (closed by `stack`, containers included) and the filtered train and test tasks."""
+    make_env, env_cfg = env_maker(cfg, run_dir, split=None)
+    pool = EnvPool(make_env)
+    stack.callback(wait_for_background_removals)
+    stack.callback(pool.close)
+    env = pool.get().unwrapped
+    suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+    train = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
+    test = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
+    if not train or not test:
+        raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
+    if hasattr(env, "prepare"):
+        env.prepare(train + test)
+    return Tasks(env_cfg, pool, env, train, test, {t.task_id: env.tools_for(t) for t in env.tasks})
+
+
+def fresh_state(tr: Training) -> RunState:
+    """A new run's state, after the evaluation before training (cached per sweep: greedy decoding of
+    the same weights on the same tasks gives the same score)."""
+    if tr.env is None:
+        return RunState()
+    tr.policy.sampling = tr.eval_sampling
+    (tr.run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
+    cache = EvalCache(Path(tr.cfg.paths.cache_dir) / "evals", tr.init_path, tr.env_cfg, tr.test_tasks,
+                      tr.eval_sampling, tr.cfg.seed if getattr(tr.env, "seed_shapes_episodes", True) else None)
+    before = cache.get()
+    if before is None:
+        before = tr.evaluate("eval before", tr.run_dir / "eval_before.jsonl")
+        cache.put(before)
+    return RunState(success_before=before["success_rate"], curve=[[0, before["success_rate"]]])
+
+
+def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls: type = TrainConfig, *,
+                   with_env: bool = True) -> Training:
+    """Envs, servers (policy; a frozen one for the judge, hints, frozen teacher, KL), the trainable
+    model and optimizer, and the run's state: loaded from its checkpoint, or fresh after the
+    evaluation before training. Without an env (`mode=proxy`: the steps come from live sessions)
+    there are no tasks and no evaluation. Everything started is closed by `stack`."""
+    t_start, cpu_start = time.monotonic(), cpu_seconds()
+    tc = typed(cfg.mode, config_cls)
+    signal = typed(cfg.signal, SignalConfig)
+    model_cfg = model_config(cfg.model)
+    backend = typed(cfg.backend, BackendConfig)
+    judge_cfg, hints_cfg = typed(cfg.judge, JudgeConfig), typed(cfg.hints, HintConfig)
+    judge_kind, hint_kind = choose(JUDGES, "judge", judge_cfg.name), choose(HINTERS, "hints", hints_cfg.name)
+    if tc.teacher not in ("frozen", "policy"):
+        raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
+    check_training_ranges(tc, judge_cfg, hints_cfg)
+    if model_cfg.top_p != 1.0:  # the update's logprobs are of the whole distribution, as the rollout's must be
+        raise SystemExit(f"model.top_p={model_cfg.top_p}: training samples at top_p 1.0 (the PPO ratio compares "
+                         "whole-distribution logprobs); set model.top_p=1.0")
+    if not with_env and ((signal.use_prm and judge_kind.reads_labels) or (signal.use_opd and hint_kind.reads_labels)):
+        raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
+    needs_frozen = ((signal.use_prm and judge_kind.needs_model) or tc.kl_coef > 0
+                    or (signal.use_opd and (hint_kind.needs_model or tc.teacher == "frozen")))
+
+    tasks = open_tasks(cfg, run_dir, tc, stack) if with_env else None
+    init_path = Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
+    policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
+                                              log_path=run_dir / "server.log"))
+    frozen = None
+    if needs_frozen:
+        frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir,
+                                                  path=Path(judge_cfg.model) if judge_cfg.model else init_path,
+                                                  log_path=run_dir / "judge_server.log"))
+    by_id = {t.task_id: t for t in tasks.train} if tasks else {}
+    sources = FeedbackSources(ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen else None,
+                              lambda task_id: tasks.env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
+
+    if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
+        torch.set_num_threads(tc.threads)
+    torch.manual_seed(cfg.seed)
+    model = load_trainable(init_path, tc, model_cfg.dtype)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
+                                  weight_decay=tc.weight_decay)
+    tr = Training(
+        cfg, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,
+        tasks and tasks.env_cfg, tasks and tasks.pool, tasks and tasks.env,
+        tasks.train if tasks else [], tasks.test if tasks else [], tasks.tools if tasks else {},
+        policy, frozen, judge_kind.build(sources), hint_kind.build(sources),
+        frozen if tc.teacher == "frozen" else policy, model, optimizer, RunState(),
+        SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens),
+        SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens),
+        t_start, cpu_start, init_path)
+    saved = load_checkpoint(tr.state_file, model, optimizer)
+    if saved is not None:  # resumed: the server must serve the checkpoint's weights again
+        tr.state = RunState.from_dict(saved)
+        tr.publish()
+        print(f"[train] resumed after iteration {tr.state.iteration}")
+    else:
+        tr.state = fresh_state(tr)
+    return tr
