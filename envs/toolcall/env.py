@@ -25,8 +25,6 @@ import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import Callable
 
 import gymnasium as gym
 
@@ -98,12 +96,9 @@ class ToolCallEnv(gym.Env[str, str]):
         self.action_space = FreeText()
         self._client = None
         self._python = None
-        self._kinds: dict[str, ModuleType] = {}  # task kind -> its module
-        self._kept: dict[str, Episode] = {}  # task id -> its restartable episode
         self._episode: Episode | None = None
         self.task: Task | None = None
         self._graded = False
-        self._answer: Callable[[str], tuple[str, float, bool, bool, dict]] | None = None
 
     # -- what runs an episode ---------------------------------------------------------------------
     def python_runner(self):
@@ -123,24 +118,9 @@ class ToolCallEnv(gym.Env[str, str]):
         sb.start()
         return sb
 
-    def _start(self, task: Task) -> tuple[Episode, float]:
-        """A new episode of `task` and its setup time. Its kind's module is imported once (an import
-        statement per reset costs ~50 us). An episode that can `restart()` is kept for the task's
-        next reset, which then reads no clock (two reads serialize the CPU: ~5% of a BFCL
-        single-turn reset + step)."""
-        kind = task.data["kind"]
-        module = self._kinds.get(kind)
-        if module is None:
-            module = self._kinds[kind] = importlib.import_module(_KINDS[kind])
-        t0 = time.monotonic()
-        episode = module.start_episode(task, self)
-        if hasattr(episode, "restart"):
-            self._kept[task.task_id] = episode
-        return episode, time.monotonic() - t0
-
     def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
         """Pay one-off costs before the clock starts: the python sandbox's image (built or found by
-        content hash), and bfcl-eval's slow checker import with the env's instance of its checker."""
+        content hash), and bfcl-eval's slow checker import."""
         tasks = tasks or self.tasks
         if any(t.data["kind"] == "bundled" and "python" in t.data["toolsets"] for t in tasks):
             if self._client is None:
@@ -156,33 +136,17 @@ class ToolCallEnv(gym.Env[str, str]):
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        # BFCL single-turn grades a reply in ~12 us, so reset and step stay flat: every call here is
-        # ~0.3 us of that (benchmarks/toolcall_grading.py measures it against bfcl-eval's own).
-        if seed is not None:  # all gymnasium's reset does
-            super().reset(seed=seed)
+        super().reset(seed=seed)
         task = pick_task(self, options, "tool-call task")
-        kept = self._kept.get(task.task_id)
-        previous = self._episode
-        if previous is not None and previous is not kept:  # a kept episode is restarted, not closed
-            self._episode = None
-            previous.close()
+        self._close_episode()
         self.task = task
-        if kept is None:
-            episode, setup_s = self._start(task)
-        else:  # a group's next rollout of the same task
-            episode, setup_s = kept, 0.0
-            episode.restart()
-        self._episode = episode
+        t0 = time.monotonic()
+        self._episode = _module(task).start_episode(task, self)
         self._graded = False
-        # episodes that end on their first reply (BFCL single-turn) answer with the whole graded step
-        self._answer = getattr(episode, "answer", None)
-        return episode.first_observation(), {"task_id": task.task_id, "suite": self.config.suite,
-                                             "setup_s": setup_s}
+        return self._episode.first_observation(), {"task_id": task.task_id, "suite": self.config.suite,
+                                                   "setup_s": time.monotonic() - t0}
 
     def step(self, action: str):
-        if self._answer is not None and not self._graded:
-            self._graded = True
-            return self._answer(action)
         if self._episode is None:
             raise RuntimeError("call reset() before step()")
         try:
@@ -216,7 +180,6 @@ class ToolCallEnv(gym.Env[str, str]):
 
     def close(self):
         self._close_episode()
-        self._kept.clear()
         if self._python is not None:
             self._python.close()
             self._python = None
@@ -224,7 +187,6 @@ class ToolCallEnv(gym.Env[str, str]):
 
     # -- helpers ----------------------------------------------------------------------------------
     def _close_episode(self) -> None:
-        self._answer = None
         if self._episode is not None:
             self._episode.close()
             self._episode = None

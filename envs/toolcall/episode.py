@@ -4,16 +4,13 @@
 and hands over one of three events: a reply with calls (the whole `ParsedReply`), plain text, or a
 malformed reply. The episode answers with a `Turn`: the next state, the observation text the agent
 reads, whether the episode is over, and the step's verifiable labels. `grade()` scores the episode
-with the suite's own checker; `close()` frees what the episode holds (idempotent). An episode that
-always ends on its first reply (BFCL single-turn) may also offer `answer(reply)`, that step and its
-grade in one call, the env's whole step `(obs, reward, terminated, truncated, info)` with info as
-`act` + `grade` would give it: the env's fast path, for suites graded by the thousand. An episode
-that can `restart()` (forget its answer) is kept by the env for its task's next reset.
+with the suite's own checker; `close()` frees what the episode holds (idempotent).
 """
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from envs.toolcall.parse import ParsedReply, ToolCall, parse_reply
 from nextstate.types import NextState, Task
@@ -21,7 +18,8 @@ from nextstate.types import NextState, Task
 NO_TOOL_CALL_TEXT = "(no tool call: the conversation is over)"
 
 
-class Turn(NamedTuple):  # a tuple: built per step, ~3x cheaper than a frozen dataclass
+@dataclass(frozen=True)
+class Turn:
     next_state: NextState
     obs: str
     done: bool = False
@@ -63,8 +61,6 @@ class ParsingEpisode:
 
     def on_malformed(self, reason: str) -> Turn:
         raise NotImplementedError
-
-
 
 
 def error_turn(reason: str, *, done: bool = False, label: dict[str, bool] | None = None) -> Turn:

@@ -40,38 +40,19 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant)  # built once: ~4 us a call saved
-_load_strict = _STRICT.decode
-_scan = _STRICT.scan_once
-_JSON_WS = " \t\n\r"
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _EMPTY = "empty reply: call a tool with <tool_call>{...}</tool_call>, or answer in plain text"
 _UNBALANCED = 'unbalanced <tool_call> tags: each call must be <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
 
 
-def _walk_blocks(body: str) -> tuple[list[str], str]:
-    """The blocks and the text, found tag by tag (see `scan_calls`)."""
-    blocks, pieces, pos = [], [], 0
-    while True:
-        i = body.find(_OPEN, pos)
-        if i < 0:
-            break
-        j = body.find(_CLOSE, i + 11)
-        if j < 0:
-            break
-        pieces.append(body[pos:i])
-        blocks.append(body[i + 11:j])
-        pos = j + 12
-    pieces.append(body[pos:])
-    return blocks, "".join(pieces).strip()
-
-
 def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, str | None]:
-    """The calls, or the reason the first bad block is bad (the checks `scan_calls` makes, spelled out)."""
+    """The calls, or the reason the first bad block is bad."""
     calls = []
     for i, raw in enumerate(blocks, 1):
         try:
-            obj = _load_strict(raw)
+            obj = _STRICT.decode(raw)
         except json.JSONDecodeError as e:
             return [], text, f"{_where(i, blocks)} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
         except ValueError as e:
@@ -90,58 +71,17 @@ def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, s
     return calls, text, None
 
 
-_SCAN_ERRORS = (StopIteration, ValueError, KeyError, TypeError, AttributeError)
-
-
 def scan_calls(reply: str) -> tuple[list[tuple[str, dict]], str, str | None]:
     """The reply's calls as (name, arguments) pairs, its text, and the reason it is malformed (None
-    when it is not); `parse_reply` without the objects, for graders that count microseconds.
-
-    Blocks are cut as `re.split(r"<tool_call>(.*?)</tool_call>", body, flags=re.DOTALL)` would cut
-    them: from the leftmost `<tool_call>` to the first `</tool_call>` after it. Between two closing
-    tags, that block is what follows the first opening tag, so the usual reply is cut by C splits and
-    each block is read by the C scanner under `_load_strict` (without its two whitespace regex
-    passes) in the same loop. The scanner makes plain dicts and strs, so exact class checks equal the
-    isinstance ones, and only a dict takes `["name"]`. Anything unusual (a closing tag without an
-    opening one, a block that does not read as a call) takes the general path, which says why."""
+    when it is not); `parse_reply` without the objects. A block runs from a `<tool_call>` to the first
+    `</tool_call>` after it; a tag left in the text outside blocks makes the reply malformed."""
     if not isinstance(reply, str):
         return [], "", f"the reply must be text, got {type(reply).__name__}"
-    body = reply
-    if "<think>" in body:
-        body = _THINK.sub("", body)
-        if "<think>" in body:  # unfinished reasoning: nothing after it counts
-            body = body.split("<think>", 1)[0]
-    if "tool_call>" not in body:
-        text = body.strip()
-        return [], text, None if text else _EMPTY
-    segments = body.split(_CLOSE)
-    tail = segments.pop()
-    calls, pieces = [], []
-    for segment in segments:
-        before, opened, block = segment.partition(_OPEN)
-        if not opened:
-            return _general(body)
-        pieces.append(before)
-        block = block.strip(_JSON_WS)
-        try:
-            obj, end = _scan(block, 0)
-            name = obj["name"].strip()
-        except _SCAN_ERRORS:
-            return _general(body)
-        args = obj.get("arguments")  # a missing one takes the general path, which reads it as {}
-        if end != len(block) or not name or args.__class__ is not dict:
-            return _general(body)
-        calls.append((name, args))
-    pieces.append(tail)
-    text = "".join(pieces).strip()
-    if text and (_OPEN in text or _CLOSE in text):
-        return [], text, _UNBALANCED
-    return (calls, text, None) if calls or text else ([], text, _EMPTY)
-
-
-def _general(body: str) -> tuple[list[tuple[str, dict]], str, str | None]:
-    """`scan_calls` after `"tool_call>" in body`, step by step: blocks, text, then each block's checks."""
-    blocks, text = _walk_blocks(body)
+    body = _THINK.sub("", reply)
+    if "<think>" in body:  # unfinished reasoning: nothing after it counts
+        body = body.split("<think>", 1)[0]
+    parts = _BLOCK.split(body)
+    blocks, text = parts[1::2], "".join(parts[0::2]).strip()
     if text and (_OPEN in text or _CLOSE in text):
         return [], text, _UNBALANCED
     if not blocks and not text:

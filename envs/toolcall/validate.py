@@ -7,7 +7,7 @@ BFCL's ("dict", "float", "tuple", "any"); an int is accepted where a number is e
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from envs.toolcall.parse import ToolCall
 
@@ -21,31 +21,11 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     types: dict[str, str | None]  # argument -> type name (None: any)
     required: frozenset[str] = frozenset()
-    # argument -> the classes of the JSON values `type_error` accepts (None: any), so that the usual
-    # case takes one lookup; a value of any other class is left to `type_error` itself. A slot, not a
-    # cached property: graders check thousands of entries' specs, and the instance dict a cached
-    # property lives in is one more (often cold) object to reach per call.
-    classes: dict[str, frozenset[type] | None] = field(init=False, repr=False, compare=False)
-    takes: str = field(init=False, repr=False, compare=False)  # the arguments, as an error lists them
-
-    def __post_init__(self):
-        object.__setattr__(self, "classes", {arg: _json_classes(t) for arg, t in self.types.items()})
-        object.__setattr__(self, "takes", ", ".join(map(repr, self.types)) or "no arguments")
-
-
-def _json_classes(type_name) -> frozenset[type] | None:
-    if type_name is not None and not isinstance(type_name, str):
-        return frozenset()  # not a type name: `type_error` decides
-    accepted = _PY_TYPES.get(type_name or "")
-    if accepted is None:
-        return None
-    return frozenset(c for c in (str, int, float, bool, list, dict, type(None))
-                     if issubclass(c, accepted) and (c is not bool or bool in accepted))
 
 
 def type_error(value, type_name: str | None) -> str | None:
@@ -67,27 +47,12 @@ def check_call(call: ToolCall, spec: ToolSpec, check_types: bool = True) -> str 
 
 
 def _arguments_problem(args: dict, spec: ToolSpec, check_types: bool) -> str | None:
-    if check_types:  # one pass settles the usual case (every argument known, of its type, none missing)
-        classes = spec.classes
-        try:
-            for arg, value in args.items():
-                accepted = classes[arg]
-                if accepted is not None and value.__class__ not in accepted:
-                    break
-            else:
-                if spec.required <= args.keys():
-                    return None
-        except KeyError:  # an unknown argument
-            pass
-    return _explain(args, spec, check_types)
-
-
-def _explain(args: dict, spec: ToolSpec, check_types: bool) -> str | None:
     """The first problem, in order: unknown arguments, missing ones, wrong types."""
     types = spec.types
     if not args.keys() <= types.keys():
         unknown = sorted(args.keys() - types.keys())
-        return f"{spec.name}: unknown argument(s) {', '.join(map(repr, unknown))}; it takes {spec.takes}"
+        takes = ", ".join(map(repr, types)) or "no arguments"
+        return f"{spec.name}: unknown argument(s) {', '.join(map(repr, unknown))}; it takes {takes}"
     if not spec.required <= args.keys():
         missing = sorted(spec.required - args.keys())
         return f"{spec.name}: missing required argument(s) {', '.join(map(repr, missing))}"
@@ -97,6 +62,11 @@ def _explain(args: dict, spec: ToolSpec, check_types: bool) -> str | None:
             if problem:
                 return f"{spec.name}: argument {arg!r}: {problem}"
     return None
+
+
+# The name tests/envs/toolcall/test_toolcall_parse.py compares `_arguments_problem` with: it was the
+# spelled-out check behind a one-pass fast check, now removed, so the two are one function.
+_explain = _arguments_problem
 
 
 def check_calls(calls: tuple[ToolCall, ...] | list[ToolCall], specs: dict[str, ToolSpec],
@@ -112,17 +82,6 @@ def check_calls(calls: tuple[ToolCall, ...] | list[ToolCall], specs: dict[str, T
             return out, problem
         out.append(ToolCall(name, call.arguments))
     return out, None
-
-
-def first_problem(calls: list[tuple[str, dict]], specs: dict[str, ToolSpec], aliases: dict[str, str] | None = None,
-                  *, check_types: bool = True) -> str | None:
-    """`check_calls(...)[1]` on (name, arguments) pairs: for graders that need only the reason."""
-    for name, args in calls:
-        spec = specs.get(aliases.get(name, name) if aliases else name)
-        problem = _unknown_tool(name, specs) if spec is None else _arguments_problem(args, spec, check_types)
-        if problem:
-            return problem
-    return None
 
 
 def _call_problem(name: str, canonical: str, args: dict, specs: dict[str, ToolSpec], check_types: bool) -> str | None:

@@ -9,8 +9,9 @@ answers (episodes: toolcall_bfcl_single, toolcall_bfcl_multi).
   OpenAI-style FC models; a call by the original dotted name is accepted too.
 - The oracle answers with BFCL's ground truth: for each argument the first acceptable value, or
   nothing where omitting it is acceptable; for `irrelevance`, plain text (the right answer is no call).
-- Importing `ast_checker` pulls in every model SDK bfcl-eval knows (~4-6 s), so it happens lazily,
-  once, and only for single-turn suites (`prepare()` does it before the clock starts).
+- Importing bfcl-eval's AST checker pulls in every model SDK bfcl-eval knows (~4-6 s), so it happens
+  lazily, and only for single-turn suites (envs/toolcall/bfcl/check.py; `prepare()` does it before the
+  clock starts).
 - Task ids are BFCL's entry ids (`simple_python_12`, `live_multiple_3-1-0`): category + entry.
 """
 from __future__ import annotations
@@ -45,8 +46,7 @@ KNOWN_UNSOLVABLE = {
 }
 
 
-
-def _bfcl_home() -> None:
+def bfcl_home() -> None:
     """bfcl-eval creates result/score/lock folders next to its package on import unless told where."""
     os.environ.setdefault("BFCL_PROJECT_ROOT", os.path.join(tempfile.gettempdir(), "nextstate-bfcl"))
 
@@ -55,7 +55,7 @@ def _bfcl_home() -> None:
 def entries(category: str, hint: bool) -> dict[str, dict]:
     """BFCL's prompt entries by id; `hint=True` is what inference sees (a language note appended to
     each description), `hint=False` what its checker grades against."""
-    _bfcl_home()
+    bfcl_home()
     from bfcl_eval.utils import load_dataset_entry
 
     rows = load_dataset_entry(category, include_prereq=False, include_language_specific_hint=hint)
@@ -66,20 +66,10 @@ def entries(category: str, hint: bool) -> dict[str, dict]:
 def answers(category: str) -> dict[str, Any]:
     if category in NO_CALL_EXPECTED:
         return {}
-    _bfcl_home()
+    bfcl_home()
     from bfcl_eval.utils import load_ground_truth_entry
 
     return {g["id"]: g["ground_truth"] for g in load_ground_truth_entry(category)}
-
-
-@functools.lru_cache(maxsize=1)
-def ast_checker():
-    """bfcl-eval's AST checker and its Language.PYTHON (the slow import, done once)."""
-    _bfcl_home()
-    from bfcl_eval.constants.enums import Language
-    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker as checker
-
-    return checker, Language.PYTHON
 
 
 def split_of(entry_id: str, test_fraction: float) -> str:

@@ -173,28 +173,29 @@ def _replies(env, task):
     return out
 
 
-def test_the_fast_single_turn_step_gives_what_act_and_grade_give(env):
-    """`answer` (reset + one call) against the generic path (act, then finalize) on every reply kind."""
+def test_a_repeated_reply_gets_the_step_a_fresh_one_gets(env):
+    """The memo's answer (a repeat) against a fresh judging (memo cleared) on every reply kind: the same
+    observation, reward, next state, labels and verdict; a second answer is not graded again."""
     for category in B.SINGLE_TURN:
         for task in sample(env, category, 4):
             for reply in _replies(env, task):
+                S.judge_memo.cache_clear()
                 env.reset(options={"task_id": task.task_id})
-                fast = env.step(reply)
-                S._VERDICTS.clear()
+                fresh = env.step(reply)
                 env.reset(options={"task_id": task.task_id})
-                env._answer = None  # the generic path
-                generic = env.step(reply)
-                assert fast == generic, (task.task_id, reply)
+                repeat = env.step(reply)
+                assert S.judge_memo.cache_info().hits == 1
+                assert fresh == repeat, (task.task_id, reply)
                 assert env.step(reply)[1:4] == (0.0, True, False)  # a second answer is not graded again
 
 
-def test_a_kept_episode_forgets_its_answer_at_reset(env):
-    """Single-turn episodes are kept per task across resets; a new episode must not inherit a grade."""
+def test_a_new_episode_does_not_inherit_the_last_answer(env):
+    """A reset starts a fresh episode, even for the same task: it must not inherit a grade."""
     task = sample(env, "simple_python")[0]
     assert grade(env, task, env.reference_actions(task)[0])[0] == 1.0
     first = env._episode
     obs, info = env.reset(options={"task_id": task.task_id})
-    assert env._episode is first and info["setup_s"] == 0.0 and obs == task.instruction
+    assert env._episode is not first and obs == task.instruction
     assert env.finalize() == (0.0, {"bfcl_error_type": "ast_decoder:decoder_failed",
                                     "test_output": "ast_decoder:decoder_failed: no function call decoded",
                                     "outcome": 0.0, "success": False})
@@ -211,69 +212,89 @@ def _restyled(calls):
     return None
 
 
-def test_the_envs_checker_instance_gives_bfcl_evals_own_verdicts_and_messages(env, config):
-    """The env runs its own instance of bfcl-eval's checker module, whose name conversion and string
-    standardization are memoized and whose `Language` is a plain namespace of the same members: every
-    verdict, error type and message is still what bfcl-eval's own module says, and bfcl-eval's module
-    is left as it is."""
-    from bfcl_eval.eval_checker.ast_eval import ast_checker as stock
+def _bfcl_data(category):
+    """bfcl-eval's un-hinted entries and ground truth, loaded here with its own loaders (not the env's)."""
+    from bfcl_eval.utils import load_dataset_entry, load_ground_truth_entry
 
-    from envs.toolcall.bfcl.check import checked, checker_module, entry_inputs
-    from envs.toolcall.bfcl.suite import answers, ast_checker, entries
+    functions = {e["id"]: e["function"] for e in load_dataset_entry(category, include_prereq=False,
+                                                                    include_language_specific_hint=False)}
+    return functions, {g["id"]: g["ground_truth"] for g in load_ground_truth_entry(category)}
 
-    _, python = ast_checker()
+
+def test_the_env_gives_bfcl_evals_own_verdicts_and_messages(env, config):
+    """bfcl-eval's own `ast_checker`, called here on its own data, against the env: `check_single` on
+    the same calls returns the checker's whole verdict, and a step's outcome, error type and report
+    carry it (names mapped back from their OpenAI spelling, as the env does)."""
+    from bfcl_eval.constants.enums import Language
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+
+    from envs.toolcall.bfcl.check import check_single
+
     model, seen, restyled_valid = config.bfcl_checker_model, 0, 0
     for category in SINGLE:
+        functions, truth = _bfcl_data(category)
         dotted = [t for t in env.tasks if t.data["category"] == category  # names the checker converts
-                  and any("." in f["name"] for f in entries(category, False)[t.task_id]["function"])]
+                  and any("." in f["name"] for f in functions[t.task_id])]
         for task in sample(env, category) + dotted[:: max(1, len(dotted) // 6)][:6]:
-            prepared = entry_inputs(category, task.task_id, model)
+            _, aliases = B.specs(category, task.task_id)
             reference = B.reference_calls(category, task.task_id)
             cases = [reference, *(calls for _, calls in perturbations(task))]
             restyled = _restyled(reference)
             for calls in cases + ([restyled] if restyled else []):
-                pairs = [(c.name, c.arguments) for c in calls]
-                got = checked(prepared, pairs, category, model)
-                want = stock.ast_checker(entries(category, False)[task.task_id]["function"],
-                                         [{n: a} for n, a in pairs], answers(category)[task.task_id], python,
-                                         category, model)
-                assert got == want, (task.task_id, calls)
+                for pairs in ([(c.name, c.arguments) for c in calls],
+                              [(aliases.get(c.name, c.name), c.arguments) for c in calls]):
+                    try:
+                        want = ast_checker(functions[task.task_id], [{n: a} for n, a in pairs], truth[task.task_id],
+                                           Language.PYTHON, category, model)
+                    except Exception as e:
+                        want = {"valid": False, "error": [f"checker raised {type(e).__name__}: {e}"],
+                                "error_type": "checker_exception"}
+                    assert check_single(category, task.task_id, pairs, model) == want, (task.task_id, calls)
+                reward, info = grade(env, task, render_calls(calls))  # `want` is now the mapped names' verdict
+                assert (reward == 1.0) == bool(want["valid"]) == info["success"], (task.task_id, calls)
+                assert info["step_label"]["matches_reference"] == bool(want["valid"])
+                assert info["bfcl_error_type"] == want.get("error_type")
+                if want["valid"]:
+                    assert info["test_output"] == "valid"
+                else:
+                    first = want["error"][0] if isinstance(want["error"], list) else want["error"]
+                    first = first if isinstance(first, str) else repr(first)
+                    assert info["test_output"] == f"{want['error_type']}: {first[:1000]}", (task.task_id, calls)
                 seen += 1
-                restyled_valid += calls is restyled and got["valid"]
+                restyled_valid += calls is restyled and bool(want["valid"])
     assert seen > 700 and restyled_valid > 80  # restyled strings exercise standardization on both sides
-    assert checker_module() is not stock and stock.standardize_string.__module__ == stock.__name__
+
+
+def test_bfcl_evals_checker_module_is_called_as_shipped(env):
+    """The env imports bfcl-eval's checker module and leaves it as it is: nothing memoized or replaced."""
+    import importlib
+
+    from envs.toolcall.bfcl.check import checker_module
+
+    stock = importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
+    assert checker_module() is stock
     assert not hasattr(stock.convert_func_name, "cache_info") and not hasattr(stock.standardize_string, "cache_info")
-    mine = checker_module()
-    assert mine.standardize_string.cache_info().hits > 1000  # strings repeat within and across checks
-    assert isinstance(stock.Language.PYTHON, enum.Enum) and mine.Language.PYTHON is stock.Language.PYTHON
+    assert isinstance(stock.Language.PYTHON, enum.Enum)
 
 
-def test_the_verdict_memo_gives_the_garbage_collector_nothing_to_traverse(env):
-    """The memo keeps one entry per distinct reply for the run's life. Entries holding objects the
-    collector tracks (a NamedTuple, a NextState) are traversed by every collection and, promoted to
-    the oldest generation, trigger full collections of the whole heap: 7-12% of a steady grading loop's
-    time. Plain tuples of strings and bools are untracked at their first collection."""
-    import gc
-
-    S._VERDICTS.clear()
-    for category in B.SINGLE_TURN:
-        for task in sample(env, category, 4):
-            for reply in _replies(env, task):
-                grade(env, task, reply)
-    assert len(S._VERDICTS) > 200
-    gc.collect()
-    gc.collect()  # a tuple is untracked once its items are; a names tuple in an older generation needs two
-    assert not [k for k, v in S._VERDICTS.items() if gc.is_tracked(v) or gc.is_tracked(k)]
+def test_the_verdict_memo_serves_repeats_of_the_exact_reply(env):
+    """A repeat of a reply (word for word) is a memo hit; any other text, even one space more, is judged."""
+    S.judge_memo.cache_clear()
+    task = sample(env, "multiple")[0]
+    reply = env.reference_actions(task)[0]
+    for text in (reply, reply, reply + " ", reply):
+        grade(env, task, text)
+    info = S.judge_memo.cache_info()
+    assert (info.hits, info.misses, info.currsize) == (2, 2, 2)
 
 
-def test_the_verdict_memo_is_bounded(env, monkeypatch):
-    monkeypatch.setattr(S, "_MAX_VERDICTS", 3)
-    S._VERDICTS.clear()
+def test_the_verdict_memo_is_bounded(env):
+    S.judge_memo.cache_clear()
     task = sample(env, "simple_python")[0]
-    replies = [f"answer {i}" for i in range(6)]
-    for reply in replies:
-        grade(env, task, reply)
-    assert len(S._VERDICTS) == 3 and [k[-1] for k in S._VERDICTS] == replies[-3:]
+    for i in range(6):
+        grade(env, task, f"answer {i}")
+    info = S.judge_memo.cache_info()
+    assert info.maxsize == S.MEMO_SIZE and 0 < S.MEMO_SIZE <= 100_000 and info.currsize == 6
 
 
 # -- multi-turn -------------------------------------------------------------------------------------
