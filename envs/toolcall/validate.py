@@ -64,11 +64,6 @@ def _arguments_problem(args: dict, spec: ToolSpec, check_types: bool) -> str | N
     return None
 
 
-# The name tests/envs/toolcall/test_toolcall_parse.py compares `_arguments_problem` with: it was the
-# spelled-out check behind a one-pass fast check, now removed, so the two are one function.
-_explain = _arguments_problem
-
-
 def check_calls(calls: tuple[ToolCall, ...] | list[ToolCall], specs: dict[str, ToolSpec],
                 aliases: dict[str, str] | None = None, *, check_types: bool = True
                 ) -> tuple[list[ToolCall], str | None]:
