@@ -41,6 +41,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _embedded_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, model_name: str) -> list[str]:
+    return [sys.executable, "-m", "agents.serving.embedded_server", "--model-path", model_path,
+            "--host", cfg.host, "--port", str(port), "--dtype", dtype, "--model-name", model_name,
+            "--max-batch", str(cfg.max_batch), "--parent-pid", str(os.getpid()),
+            "--threads", str(cfg.threads or default_server_threads()),
+            "--prefix-cache-tokens", str(cfg.prefix_cache_tokens)]
+
+
+def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, model_name: str) -> list[str]:
+    if not cfg.python:
+        raise ValueError("backend=sglang needs backend.python (its own env) or backend.url")
+    return [cfg.python, "-m", "sglang.launch_server", "--model-path", model_path,
+            "--host", cfg.host, "--port", str(port), "--dtype", dtype]
+
+
+# conf/backend/<name>.yaml -> the command that launches that server
+LAUNCH = {"embedded": _embedded_command, "sglang": _sglang_command}
+
+
 class Server:
     """A running endpoint; a context manager that stops what it launched (never what it attached to)."""
 
@@ -54,19 +73,9 @@ class Server:
             return
         port = cfg.port or _free_port()
         self.url = f"http://{cfg.host}:{port}"
-        if cfg.name == "embedded":
-            cmd = [sys.executable, "-m", "agents.serving.embedded_server", "--model-path", str(model_path),
-                   "--host", cfg.host, "--port", str(port), "--dtype", dtype, "--model-name", model_name,
-                   "--max-batch", str(cfg.max_batch), "--parent-pid", str(os.getpid())]
-            cmd += ["--threads", str(cfg.threads or default_server_threads()),
-                    "--prefix-cache-tokens", str(cfg.prefix_cache_tokens)]
-        elif cfg.name == "sglang":
-            if not cfg.python:
-                raise ValueError("backend=sglang needs backend.python (its own env) or backend.url")
-            cmd = [cfg.python, "-m", "sglang.launch_server", "--model-path", str(model_path),
-                   "--host", cfg.host, "--port", str(port), "--dtype", dtype]
-        else:
-            raise ValueError(f"unknown backend {cfg.name!r}")
+        if cfg.name not in LAUNCH:
+            raise ValueError(f"unknown backend {cfg.name!r}; choose one of {sorted(LAUNCH)}")
+        cmd = LAUNCH[cfg.name](cfg, str(model_path), port, dtype, model_name)
         cmd += list(cfg.extra_args)
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
