@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from nextstate.config import ModelConfig, compose, typed
+from tests.paths import ROOT
 
 
 def _docker_absent() -> str | None:
@@ -79,10 +83,48 @@ def cfg():
 
 
 @pytest.fixture(scope="session")
-def terminal_config():
-    from envs.terminal.env import TerminalEnvConfig
+def env_config():
+    """`env_config("toolcall", "env.suite=bfcl_all")`: the typed config of that env, composed as the
+    app composes it (`env=<name>` plus the overrides), checked as a run checks it."""
+    from envs.make import env_config as typed_env_config
 
-    return typed(compose(["env=terminal"]).env, TerminalEnvConfig)
+    def make(name: str, *overrides: str):
+        return typed_env_config(compose([f"env={name}", *overrides]).env)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def terminal_config(env_config):
+    return env_config("terminal")
+
+
+@pytest.fixture(scope="session")
+def run_cli():
+    """`run_cli("harness.run", "env=chat", env={"NEXTSTATE_RESULTS": tmp_path})`: runs
+    `python -m <module> <args>` from the repository root as a user does, with the environment's
+    variables plus `env`, output captured as text; returns the CompletedProcess (a nonzero exit is
+    for the test to judge). Other keywords go to subprocess.run (`input=`, `check=`)."""
+
+    def run(module: str, *args, env: dict | None = None, timeout: float = 600, cwd: Path = ROOT,
+            **kw) -> subprocess.CompletedProcess:
+        environ = dict(os.environ, **{k: str(v) for k, v in (env or {}).items()})
+        return subprocess.run([sys.executable, "-m", module, *map(str, args)], cwd=cwd, env=environ,
+                              capture_output=True, text=True, timeout=timeout, **kw)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def harness_run(run_cli):
+    """`harness_run(results, "env=toolcall", "agent=oracle")`: `python -m harness.run progress=false
+    ...` with its results (leaderboard, run dirs) under `results` (NEXTSTATE_RESULTS)."""
+
+    def run(results: Path, *overrides, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+        env = {"NEXTSTATE_RESULTS": results, **kw.pop("env", {})}
+        return run_cli("harness.run", "progress=false", *overrides, env=env, timeout=timeout, **kw)
+
+    return run
 
 
 @pytest.fixture(scope="session")

@@ -17,14 +17,8 @@ from tests.paths import ROOT
 pytestmark = pytest.mark.docker
 
 
-def _run(tmp_path, *overrides, **kw):
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    return subprocess.run([sys.executable, "-m", "harness.run", "progress=false", *overrides], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=600, **kw)
-
-
-def test_eval_run_writes_run_dir_and_leaderboard_row(tmp_path):
-    p = _run(tmp_path, "env=terminal", "agent=oracle", "split=test", "limit=2", "seed=3", "mode=eval")
+def test_eval_run_writes_run_dir_and_leaderboard_row(tmp_path, harness_run):
+    p = harness_run(tmp_path, "env=terminal", "agent=oracle", "split=test", "limit=2", "seed=3", "mode=eval")
     assert p.returncode == 0, p.stderr[-3000:]
     header, rows = read_rows(tmp_path / "leaderboard.csv")
     assert len(rows) == 1
@@ -40,8 +34,8 @@ def test_eval_run_writes_run_dir_and_leaderboard_row(tmp_path):
     assert "success rate 100.0%" in p.stdout
 
 
-def test_unknown_agent_is_a_clear_error(tmp_path):
-    p = _run(tmp_path, "agent=nobody")
+def test_unknown_agent_is_a_clear_error(tmp_path, harness_run):
+    p = harness_run(tmp_path, "agent=nobody")
     assert p.returncode != 0 and "agent" in p.stderr and "nobody" in p.stderr
 
 
@@ -63,14 +57,14 @@ def test_unknown_agent_is_a_clear_error(tmp_path):
     (["mode=train", "limit=2"], "limit=2 selects the tasks of mode=eval; use mode.eval_limit=2"),
     (["mode=train", "model.top_p=0.9"], "model.top_p=0.9: training samples at top_p 1.0"),
 ])
-def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says):
-    p = _run(tmp_path, "env=toolcall", "agent=oracle", *overrides)
+def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says, harness_run):
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", *overrides)
     assert p.returncode != 0 and says in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "Loading weights" not in p.stdout + p.stderr  # no model, no tasks run
     assert not (tmp_path / "leaderboard.csv").exists()
 
 
-def test_kill_9_then_resume(tmp_path, docker):
+def test_kill_9_then_resume(tmp_path, docker, harness_run):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "harness.run", "progress=false", "agent=oracle",
                              "split=train", "limit=4"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -88,7 +82,7 @@ def test_kill_9_then_resume(tmp_path, docker):
     proc.wait()
     n_done = len(read_jsonl(traj_file))
     assert n_done < 4 and not (tmp_path / "leaderboard.csv").exists()
-    p = _run(tmp_path, "agent=oracle", "split=train", "limit=4", f"resume={traj_file.parent}")
+    p = harness_run(tmp_path, "agent=oracle", "split=train", "limit=4", f"resume={traj_file.parent}")
     assert p.returncode == 0, p.stderr[-3000:]
     trajs = read_jsonl(traj_file)
     assert len(trajs) == 4 and len({t["task_id"] for t in trajs}) == 4  # nothing run twice
@@ -100,30 +94,30 @@ def test_kill_9_then_resume(tmp_path, docker):
     assert not left
 
 
-def _finished_run(tmp_path, *overrides) -> Path:
-    p = _run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", *overrides)
+def _finished_run(tmp_path, harness_run, *overrides) -> Path:
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", *overrides)
     assert p.returncode == 0, p.stderr[-3000:]
     return Path(read_rows(tmp_path / "leaderboard.csv")[1][0]["run_dir"])
 
 
-def test_resume_needs_a_run_there(tmp_path):
-    p = _run(tmp_path, "env=toolcall", "agent=oracle", f"resume={tmp_path / 'nowhere'}")
+def test_resume_needs_a_run_there(tmp_path, harness_run):
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", f"resume={tmp_path / 'nowhere'}")
     assert p.returncode != 0 and "no run to resume" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert not (tmp_path / "nowhere").exists() and not (tmp_path / "leaderboard.csv").exists()
 
 
-def test_resume_with_another_config_is_refused_with_the_runs_own_command(tmp_path):
-    run_dir = _finished_run(tmp_path)
-    p = _run(tmp_path, f"resume={run_dir}")  # the defaults: another env and agent
+def test_resume_with_another_config_is_refused_with_the_runs_own_command(tmp_path, harness_run):
+    run_dir = _finished_run(tmp_path, harness_run)
+    p = harness_run(tmp_path, f"resume={run_dir}")  # the defaults: another env and agent
     assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert "agent" in p.stderr and "env" in p.stderr
     assert f"python -m harness.run progress=false env=toolcall agent=oracle limit=2 resume={run_dir}" in p.stderr
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1
 
 
-def test_resuming_a_finished_run_files_no_second_row(tmp_path):
-    run_dir = _finished_run(tmp_path)
-    p = _run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "parallel=1", f"resume={run_dir}")
+def test_resuming_a_finished_run_files_no_second_row(tmp_path, harness_run):
+    run_dir = _finished_run(tmp_path, harness_run)
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "parallel=1", f"resume={run_dir}")
     assert p.returncode == 0 and "already finished" in p.stdout, p.stderr[-2000:]
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1 and len(read_jsonl(run_dir / "trajectories.jsonl")) == 2
 
@@ -177,12 +171,12 @@ def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1
 
 
-def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path):
+def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path, harness_run):
     """A sweep's job dir (hydra.run.dir / hydra.sweep.dir) run again goes on only as the same run."""
     run_dir = tmp_path / "job"
-    p = _run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", f"hydra.run.dir={run_dir}")
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", f"hydra.run.dir={run_dir}")
     assert p.returncode == 0, p.stderr[-3000:]
     (run_dir / "metrics.json").unlink()  # as if killed before the end
-    p = _run(tmp_path, "env=toolcall", "agent=noop", "limit=2", f"hydra.run.dir={run_dir}")
+    p = harness_run(tmp_path, "env=toolcall", "agent=noop", "limit=2", f"hydra.run.dir={run_dir}")
     assert p.returncode != 0 and "another config (differs in: agent.name)" in p.stderr, p.stderr[-2000:]
     assert "name: oracle" in (run_dir / "config.yaml").read_text()

@@ -60,17 +60,17 @@ def test_ppo_update_changes_every_trained_parameter(cfg):
     assert not unchanged, f"parameters not trained: {unchanged[:5]}"
 
 
-def _run(tmp_path, *extra, name="run"):
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    args = [sys.executable, "-m", "harness.run", "mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy",
-            "seed=1", "split=all", "progress=false", "parallel=1", "mode.tasks_per_iter=2", "mode.group_size=2",
-            "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
-            f"hydra.run.dir={tmp_path / name}", *extra]
-    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+TRAIN = ["mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1", "split=all", "parallel=1",
+         "mode.tasks_per_iter=2", "mode.group_size=2", "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1",
+         "model.max_new_tokens=12"]
 
 
-def _train(tmp_path, *extra, name="run"):
-    p = _run(tmp_path, *extra, name=name)
+def _run(harness_run, tmp_path, *extra, name="run"):
+    return harness_run(tmp_path, *TRAIN, f"hydra.run.dir={tmp_path / name}", *extra, timeout=1200)
+
+
+def _train(harness_run, tmp_path, *extra, name="run"):
+    p = _run(harness_run, tmp_path, *extra, name=name)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     return tmp_path / name
 
@@ -78,8 +78,8 @@ def _train(tmp_path, *extra, name="run"):
 @pytest.mark.model
 @pytest.mark.docker
 @pytest.mark.timeout(1800)  # three short training runs; minutes on a busy 2-core machine
-def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_path, cfg):
-    straight = _train(tmp_path, "mode.iterations=2", name="straight")
+def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_path, cfg, harness_run):
+    straight = _train(harness_run, tmp_path, "mode.iterations=2", name="straight")
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     row = rows[-1]
     assert row["signal"] == "opd" and row["hints"] == "oracle" and int(row["train_episodes"]) == 8
@@ -89,8 +89,8 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     assert any(not torch.equal(trained[k], init[k]) for k in trained if k in init)  # the served weights moved
     assert (straight / "train_curves.png").exists()  # the run's updates, drawn
 
-    half = _train(tmp_path, "mode.iterations=1", name="resumed")
-    _train(tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
+    half = _train(harness_run, tmp_path, "mode.iterations=1", name="resumed")
+    _train(harness_run, tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
     resumed = load_file(str(half / "weights" / "model.safetensors"))
     worst = max(float((resumed[k] - trained[k]).abs().max()) for k in trained)
     assert worst < 1e-6, f"resumed run diverged from the straight one by {worst}"
@@ -98,12 +98,12 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     # the same command again skips the finished run: no new row, the weights untouched
     n_rows = len(read_rows(tmp_path / "leaderboard.csv")[1])
     mtime = (half / "weights" / "model.safetensors").stat().st_mtime_ns
-    p = _run(tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
+    p = _run(harness_run, tmp_path, "mode.iterations=2", f"resume={half}", name="resumed")
     assert p.returncode == 0 and "already finished" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == n_rows
     assert (half / "weights" / "model.safetensors").stat().st_mtime_ns == mtime
     # that run dir asked for a different run is refused, and its config is left as it was
-    p = _run(tmp_path, "mode.iterations=2", "mode.lr=1e-3", f"resume={half}", name="resumed")
+    p = _run(harness_run, tmp_path, "mode.iterations=2", "mode.lr=1e-3", f"resume={half}", name="resumed")
     assert p.returncode != 0 and "another config (differs in: mode.lr)" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
     assert "lr: 0.0001" in (half / "config.yaml").read_text()
 
@@ -123,17 +123,11 @@ def test_curriculum_knobs():
     assert [t.task_id for t in without_tags(tasks, ["sql"])] == ["a", "b"] and without_tags(tasks, None) == tasks
 
 
-def test_exclude_tags_narrows_an_eval_run(tmp_path):
+def test_exclude_tags_narrows_an_eval_run(tmp_path, harness_run):
     """`exclude_tags=[store]` on the tool-call suite: no task with the store toolset is run."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {**os.environ, "NEXTSTATE_RESULTS": str(tmp_path)}
-    subprocess.run([sys.executable, "-m", "harness.run", "env=toolcall", "agent=noop", "split=test",
-                    "exclude_tags=[store,python]", "progress=false"], check=True, env=env,
-                   cwd=ROOT, capture_output=True)
+    harness_run(tmp_path, "env=toolcall", "agent=noop", "split=test", "exclude_tags=[store,python]", check=True)
     (traj_file,) = tmp_path.glob("runs/*/trajectories.jsonl")
     import yaml
 
@@ -143,19 +137,19 @@ def test_exclude_tags_narrows_an_eval_run(tmp_path):
 
 
 def _async_args(tmp_path, *extra, name="async"):
-    return [sys.executable, "-m", "harness.run", "mode=async", "env=chat", "signal=opd", "hints=oracle",
-            "mode.teacher=policy", "seed=1", "split=all", "progress=false", "parallel=2", "mode.group_size=2",
-            "mode.batch_samples=2", "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1", "model.max_new_tokens=12",
-            f"hydra.run.dir={tmp_path / name}", *extra]
+    return ["mode=async", "env=chat", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1", "split=all",
+            "parallel=2", "mode.group_size=2", "mode.batch_samples=2", "mode.eval_limit=1", "mode.lr=1e-4",
+            "env.max_steps=1", "model.max_new_tokens=12", f"hydra.run.dir={tmp_path / name}", *extra]
 
 
 @pytest.mark.model
 @pytest.mark.timeout(1800)  # two short runs with the real model; no Docker (the chat env)
-def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(tmp_path, cfg):
+def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(tmp_path, cfg, harness_run):
     from nextstate.atomic import read_jsonl
 
     run, env = tmp_path / "async", dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    proc = subprocess.Popen(_async_args(tmp_path, "mode.iterations=3"), cwd=ROOT, env=env, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "harness.run", "progress=false",
+                             *_async_args(tmp_path, "mode.iterations=3")], cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines = []
     for line in proc.stdout:  # SIGTERM once the first update is logged, with rollouts under way
@@ -169,8 +163,7 @@ def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(t
     left = subprocess.run(["pgrep", "-f", f"parent-pid {proc.pid}"], capture_output=True).stdout
     assert left == b""  # no server left
 
-    p = subprocess.run(_async_args(tmp_path, "mode.iterations=3", f"resume={run}"), cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=1200)
+    p = harness_run(tmp_path, *_async_args(tmp_path, "mode.iterations=3", f"resume={run}"), timeout=1200)
     assert p.returncode == 0 and "resumed after iteration 0" in p.stdout, p.stdout[-2000:] + p.stderr[-3000:]
     log = read_jsonl(run / "train_log.jsonl")
     assert [x["version"] for x in log] == [1, 2, 3]

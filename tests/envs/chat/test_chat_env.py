@@ -1,24 +1,18 @@
 """`nextstate/Chat-v0`: the simulated user's replies as next states. Fast: nothing here needs Docker."""
-import os
-import subprocess
-import sys
 
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 from agents.base import NoopAgent, OracleAgent
 from agents.rollout import run_episode
 from envs.chat.env import ChatEnv, ChatEnvConfig
 from envs.chat.user import GIVE_UP, NO_ANSWER, THANKS, load_task
 from envs.task_formats import TaskFormatError
-from nextstate.config import compose, typed
 from nextstate.leaderboard import read_rows
-from tests.paths import ROOT
 
 
 @pytest.fixture(scope="module")
-def config():
-    return typed(compose(["env=chat"]).env, ChatEnvConfig)
+def config(env_config) -> ChatEnvConfig:
+    return env_config("chat")
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +22,13 @@ def env(config):
     e.close()
 
 
-SUITE = ChatEnv(typed(compose(["env=chat"]).env, ChatEnvConfig), split="all").tasks
+SUITE = ChatEnv(split="all").tasks  # (collected before any fixture: the config of conf/env/chat.yaml)
 
 
 def test_the_suite_is_split_and_sized():
     assert len(SUITE) >= 30 and {t.split for t in SUITE} == {"train", "test"}
     assert sum(t.split == "test" for t in SUITE) >= 10
     assert any(len(t.data["requests"]) > 1 for t in SUITE)
-
-
-def test_check_env(config):
-    check_env(ChatEnv(config, split="test"), skip_render_check=True)
 
 
 @pytest.mark.parametrize("task", SUITE, ids=lambda t: t.task_id)
@@ -124,11 +114,9 @@ def test_bad_task_files_are_clear_errors(tmp_path, turn, reason):
         load_task(path)
 
 
-def test_the_cli_writes_runs_and_rows(tmp_path):
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
+def test_the_cli_writes_runs_and_rows(tmp_path, harness_run):
     for agent in ("oracle", "noop"):
-        p = subprocess.run([sys.executable, "-m", "harness.run", "progress=false", "env=chat", f"agent={agent}"],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        p = harness_run(tmp_path, "env=chat", f"agent={agent}", timeout=300)
         assert p.returncode == 0, p.stderr[-3000:]
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     n_test = str(sum(t.split == "test" for t in SUITE))

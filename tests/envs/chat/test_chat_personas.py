@@ -18,7 +18,6 @@ from envs.chat.env import ChatEnv, ChatEnvConfig
 from envs.chat.personas import PERSONAS_DIR, available, load_persona, load_personas, read_persona
 from envs.chat.user import CHECKS, GIVE_UP
 from envs.task_formats import TaskFormatError
-from nextstate.config import compose, typed
 from tests.paths import ROOT
 
 NAMES = ("student", "teacher", "brief", "casual")
@@ -26,13 +25,14 @@ FILES = {name: yaml.safe_load((PERSONAS_DIR / f"{name}.yaml").read_text()) for n
 SUITES = {name: load_persona(PERSONAS_DIR / f"{name}.yaml") for name in available()}
 
 
-def _config(persona):
-    return typed(compose(["env=chat", f"env.persona={persona}"]).env, ChatEnvConfig)
+@pytest.fixture(scope="module")
+def persona_config(env_config):
+    return lambda persona: env_config("chat", f"env.persona={persona}")
 
 
 @pytest.fixture(scope="module")
-def config():
-    return _config("all")
+def config(persona_config) -> ChatEnvConfig:
+    return persona_config("all")
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def _write(tmp_path, d: dict, *, digest=True) -> Path:
     return path
 
 
-def test_want_values_are_filled_per_request_and_shared_checks_are_numbered(tmp_path):
+def test_want_values_are_filled_per_request_and_shared_checks_are_numbered(tmp_path, persona_config):
     tasks = load_persona(_write(tmp_path, _tiny()))
     assert sorted(t.instruction for t in tasks[:2]) == ["Tell Ann about apples.", "Tell Bea about apples."]
     assert tasks[2].instruction in ("Tell Ann about pears.", "Tell Bea about pears.")
@@ -142,7 +142,7 @@ def test_want_values_are_filled_per_request_and_shared_checks_are_numbered(tmp_p
                                                                                   f"{who}, please.")
         assert request.wants[1].value == (["apple", "pome"] if t.split == "train" else ["pear"])
         assert request.reference == f"hi {who}, {request.wants[1].value[0]}s are great"
-    config = _config("student")
+    config = persona_config("student")
     env = ChatEnv(config, tasks=tasks)
     env.reset(options={"task_id": "tiny-train-000"})
     who = "Ann" if "Ann" in tasks[0].instruction else "Bea"
@@ -262,8 +262,8 @@ def test_the_teacher_wants_the_student_named_in_the_request(env):
         assert env.finalize()[0] == 0.75  # the other three are met
 
 
-def test_gym_make_with_a_persona_and_the_trajectory_keeps_the_grade():
-    e = gym.make("nextstate/Chat-v0", config=_config("student"), split="test")
+def test_gym_make_with_a_persona_and_the_trajectory_keeps_the_grade(persona_config):
+    e = gym.make("nextstate/Chat-v0", config=persona_config("student"), split="test")
     assert {t.data["persona"] for t in e.unwrapped.tasks} == {"student"} and len(e.unwrapped.tasks) >= 30
     task = e.unwrapped.tasks[0]
     traj = run_episode(e, OracleAgent(), task, "")
@@ -286,9 +286,9 @@ def test_the_default_env_still_runs_the_bundled_sessions_and_keeps_no_grade():
     e.close()
 
 
-def test_several_personas_or_all_and_an_unknown_one_is_a_clear_error():
-    two = ChatEnv(_config('"teacher,brief"'), split="test").tasks
+def test_several_personas_or_all_and_an_unknown_one_is_a_clear_error(persona_config):
+    two = ChatEnv(persona_config('"teacher,brief"'), split="test").tasks
     assert {t.data["persona"] for t in two} == {"teacher", "brief"} and {t.split for t in two} == {"test"}
-    assert len(ChatEnv(_config("all")).tasks) == sum(len(s) for s in SUITES.values())
+    assert len(ChatEnv(persona_config("all")).tasks) == sum(len(s) for s in SUITES.values())
     with pytest.raises(ValueError, match="unknown persona nurse: choose from brief, casual, student, teacher"):
-        ChatEnv(_config("nurse"))
+        ChatEnv(persona_config("nurse"))

@@ -2,14 +2,9 @@
 only the action language (MiniWoB tasks and every bundled app, through the oracle), wrong actions,
 MiniWoB's reward semantics, screenshots, a browser killed mid-episode, and the CLI. (The suites'
 completeness needs no browser: test_gui_parsing.py.)"""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers nextstate/GUI-v0)
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
@@ -20,7 +15,7 @@ from envs.gui.env import GUIEnv, GUIEnvConfig
 from envs.gui.miniwob import load_miniwob_tasks
 from envs.gui.solvers import MINIWOB_SOLVERS
 from envs.limits import EpisodeLimits
-from nextstate.config import REPO_ROOT, compose, typed
+from nextstate.config import REPO_ROOT
 from nextstate.leaderboard import read_rows
 
 pytestmark = pytest.mark.chromium
@@ -31,8 +26,8 @@ NAMED = ["click-button", "click-link", "enter-text", "click-checkboxes", "focus-
 
 
 @pytest.fixture(scope="module")
-def gui_config() -> GUIEnvConfig:
-    return typed(compose(["env=gui"]).env, GUIEnvConfig)
+def gui_config(env_config) -> GUIEnvConfig:
+    return env_config("gui")
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +50,6 @@ def _solve(env, task_id, seed, solver=None):
     if not terminated:
         obs, reward, terminated, truncated, info = env.step("done()")
     return reward, info, history
-
-
-def test_check_env(gui_config):
-    e = gym.make("nextstate/GUI-v0", config=gui_config, tasks=[APPS[0], MINIWOB[0]], disable_env_checker=True)
-    try:
-        check_env(e.unwrapped, skip_render_check=True)
-    finally:
-        e.close()
 
 
 @pytest.mark.parametrize("task_id", NAMED + ["enter-password", "click-test"])
@@ -232,11 +219,8 @@ def test_killed_browser_is_an_infra_failure_and_recovers(gui_config):
 
 
 @pytest.mark.docker
-def test_cli_oracle_run(tmp_path):
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    p = subprocess.run([sys.executable, "-m", "harness.run", "progress=false", "env=gui", "env.suite=apps",
-                        "agent=oracle", "split=test", "limit=3"], cwd=REPO_ROOT, env=env, capture_output=True,
-                       text=True, timeout=600)
+def test_cli_oracle_run(tmp_path, harness_run):
+    p = harness_run(tmp_path, "env=gui", "env.suite=apps", "agent=oracle", "split=test", "limit=3")
     assert p.returncode == 0, p.stderr[-3000:]
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     assert rows[0]["env"] == "gui" and rows[0]["suite"] == "apps" and float(rows[0]["success_rate"]) == 1.0

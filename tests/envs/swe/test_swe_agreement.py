@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from envs.sandbox import wait_for_background_removals
-from envs.swe.env import SWEEnv, SWEEnvConfig
+from envs.swe.env import SWEEnv
 from envs.swe.grading import grade_patch
 from envs.swe.instances import load_swe_suite
-from nextstate.config import compose, typed
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -45,10 +44,9 @@ def _unappliable(task) -> str:
             f"+++ b/{pkg}/missing.py\n@@ -1 +1 @@\n-a\n+b\n")
 
 
-def test_same_verdicts_as_swebench_harness(tmp_path, sandbox_config, docker):
+def test_same_verdicts_as_swebench_harness(tmp_path, env_config, sandbox_config, docker):
     tasks = [t for t in load_swe_suite(INSTANCES) if t.task_id in IDS]
-    env = SWEEnv(typed(compose(["env=swe"]).env, SWEEnvConfig), sandbox_config, tasks=tasks,
-                 run_id="pytest-swe-agree")
+    env = SWEEnv(env_config("swe"), sandbox_config, tasks=tasks, run_id="pytest-swe-agree")
     env.prepare()  # builds the images and tags them with the names swebench's harness looks up
     preds = {"gold": {t.task_id: t.data["instance"]["patch"] for t in tasks},
              "wrong": {t.task_id: _wrong_patch(tmp_path, t) for t in tasks},

@@ -2,13 +2,8 @@
 resolved by its gold patch (sent through the env's own edit actions) and not by an empty patch;
 the agent cannot change the tests that grade it; edit actions; infra failures; limits; check_env;
 the CLI."""
-import os
-import subprocess
-import sys
 
-import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
@@ -18,7 +13,6 @@ from envs.swe.actions import render_replace, render_shell, render_write
 from envs.swe.env import SWEEnv, SWEEnvConfig
 from envs.swe.grading import grade_patch
 from envs.swe.instances import load_swe_suite
-from nextstate.config import compose, typed
 from nextstate.types import Task
 from tests.paths import ROOT
 
@@ -28,8 +22,8 @@ BY_ID = {t.task_id: t for t in SUITE}
 
 
 @pytest.fixture(scope="module")
-def swe_config():
-    return typed(compose(["env=swe"]).env, SWEEnvConfig)
+def swe_config(env_config) -> SWEEnvConfig:
+    return env_config("swe")
 
 
 @pytest.fixture(scope="module")
@@ -291,22 +285,8 @@ def test_max_steps_truncates_and_still_grades(env, swe_config):
     assert traj.success  # the work done before the cut is graded
 
 
-def test_check_env(swe_config, sandbox_config, env):
-    e = gym.make("nextstate/SWE-v0", config=swe_config, sandbox=sandbox_config, tasks=SUITE[:2],
-                 run_id="pytest-swe-check", disable_env_checker=True)
-    try:
-        check_env(e.unwrapped, skip_render_check=True)
-    finally:
-        e.close()
-
-
-def test_cli_oracle_and_noop(tmp_path, env):
-    def run(agent):
-        return subprocess.run(
-            [sys.executable, "-m", "harness.run", "progress=false", "env=swe", f"agent={agent}", "limit=2"],
-            cwd=ROOT, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)), capture_output=True, text=True,
-            timeout=600)
-    oracle, noop = run("oracle"), run("noop")
+def test_cli_oracle_and_noop(tmp_path, env, harness_run):
+    oracle, noop = (harness_run(tmp_path, "env=swe", f"agent={agent}", "limit=2") for agent in ("oracle", "noop"))
     assert oracle.returncode == 0, oracle.stderr[-3000:]
     assert noop.returncode == 0, noop.stderr[-3000:]
     assert "success rate 100.0%" in oracle.stdout and "success rate 0.0%" in noop.stdout

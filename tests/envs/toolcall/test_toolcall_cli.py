@@ -1,31 +1,22 @@
 """`python -m harness.run env=toolcall ...` as a user runs it: runs and leaderboard rows with the
 suite in their own column, for the bundled suite (its test split has python tasks: Docker) and BFCL."""
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nextstate.atomic import read_jsonl
 from nextstate.leaderboard import read_rows
-from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
 
 
-def _run(tmp_path, *overrides):
-    env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
-    return subprocess.run([sys.executable, "-m", "harness.run", "progress=false", "env=toolcall", *overrides],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-
-
-def test_oracle_and_noop_rows(tmp_path):
-    p = _run(tmp_path, "agent=oracle", "split=test")
+def test_oracle_and_noop_rows(tmp_path, harness_run):
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "split=test")
     assert p.returncode == 0, p.stderr[-3000:]
-    p = _run(tmp_path, "agent=noop", "split=test")
+    p = harness_run(tmp_path, "env=toolcall", "agent=noop", "split=test")
     assert p.returncode == 0, p.stderr[-3000:]
-    p = _run(tmp_path, "agent=oracle", "env.suite=bfcl_multi_turn_base+bfcl_parallel", "limit=30")
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "env.suite=bfcl_multi_turn_base+bfcl_parallel",
+                    "limit=30")
     assert p.returncode == 0, p.stderr[-3000:]
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     got = [(r["env"], r["suite"], r["agent"], r["n_tasks"], float(r["success_rate"])) for r in rows]
@@ -36,6 +27,6 @@ def test_oracle_and_noop_rows(tmp_path):
     assert labels and all(lab["matches_reference"] and lab["executed_ok"] for lab in labels)
 
 
-def test_unknown_suite_is_a_clear_error(tmp_path):
-    p = _run(tmp_path, "agent=oracle", "env.suite=bfcl_nope")
+def test_unknown_suite_is_a_clear_error(tmp_path, harness_run):
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "env.suite=bfcl_nope")
     assert p.returncode != 0 and "category 'nope' is not supported" in p.stderr

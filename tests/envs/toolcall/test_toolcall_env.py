@@ -1,9 +1,7 @@
 """The tool-call env on its bundled suite, without Docker (the python tool's tests are in
 test_toolcall_python.py): suite validity (oracle solves every task, noop none), the Gymnasium contract,
 bad replies as error next states, step labels, limits, episode isolation."""
-import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
@@ -13,7 +11,6 @@ from envs.toolcall.bundled import load_bundled, task_tools
 from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig
 from envs.toolcall.tools import toolsets
 from envs.toolcall.validate import check_calls
-from nextstate.config import compose, typed
 from tests.paths import ROOT
 
 SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
@@ -23,8 +20,8 @@ ANSWER_TASK = "store-order-total-question"  # graded on the answer only
 
 
 @pytest.fixture(scope="module")
-def config():
-    return typed(compose(["env=toolcall"]).env, ToolCallEnvConfig)
+def config(env_config) -> ToolCallEnvConfig:
+    return env_config("toolcall")
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +47,6 @@ def test_default_suite_is_bundled_and_composes(config):
     assert config.suite == "bundled" and config.env_id == "nextstate/ToolCall-v0"
     e = ToolCallEnv(config, split="test")
     assert e.tasks and all(t.split == "test" for t in e.tasks)
-
-
-def test_check_env(config, sandbox_config):
-    e = gym.make("nextstate/ToolCall-v0", config=config, sandbox=sandbox_config, tasks=NO_DOCKER[:3],
-                 disable_env_checker=True)
-    try:
-        check_env(e.unwrapped, skip_render_check=True)
-    finally:
-        e.close()
 
 
 @pytest.mark.parametrize("task", NO_DOCKER, ids=lambda t: t.task_id)

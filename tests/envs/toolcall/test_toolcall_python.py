@@ -1,7 +1,6 @@
 """The bundled suite's `run_python` tool with real Docker: the oracle solves the python tasks; code
 has no network, runs unprivileged, is cut at its timeout; leftovers are cleared between episodes; a
 dead sandbox is an infra failure, never a zero."""
-import dataclasses
 import json
 
 import pytest
@@ -9,8 +8,7 @@ import pytest
 from agents.base import OracleAgent
 from agents.rollout import run_episode
 from envs.toolcall.bundled import load_bundled
-from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig
-from nextstate.config import compose, typed
+from envs.toolcall.env import ToolCallEnv
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -20,8 +18,8 @@ TASK = "py-fibonacci"
 
 
 @pytest.fixture(scope="module")
-def env(sandbox_config, terminal_image):
-    config = dataclasses.replace(typed(compose(["env=toolcall"]).env, ToolCallEnvConfig), python_timeout_s=2)
+def env(env_config, sandbox_config, terminal_image):
+    config = env_config("toolcall", "env.python_timeout_s=2")
     e = ToolCallEnv(config, sandbox_config, tasks=SUITE, run_id="pytest-toolcall-python")
     yield e
     e.close()
