@@ -110,6 +110,28 @@ class Sandbox:
                 raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
             self._shell = None
 
+    def kill_all_processes(self, then: str = "") -> None:
+        """Every process in the container but its init and main process is killed, then `then` runs
+        (as root, in the same exec). Before a root agent is graded: whatever it left behind (a
+        double-forked loop re-parented to pid 1, a `setsid` daemon) would otherwise be running while
+        the tests are copied in and run, and could rewrite them. Killing the agent shell's
+        descendants misses every process that left that tree; `pkill -u <agent>` is no help when the
+        agent is root.
+
+        How: from a fresh `docker exec` as root, `kill -STOP -1` freezes every process this one may
+        signal but itself and pid 1 (one kill(2): a fork loop cannot outrun it, a stopped process
+        cannot fork); then each one is sent SIGKILL, and the container's main process (`sleep
+        infinity`, the child of docker-init that started first) is let go again: its death would
+        stop the container. `kill -9 -1` alone would take the main process with it."""
+        script = _KILL_ALL + then
+        try:
+            self._container.exec_run(["bash", "-c", script], user="root")
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+        if self._shell is not None:  # it was killed with the rest
+            self._shell.close()
+            self._shell = None
+
     # -- the harness's one-off commands (grading, setup) ------------------------------------------
     def run(self, command: str, *, user: str = "root", workdir: str | None = None,
             timeout: float = 60.0, environment: dict[str, str] | None = None) -> tuple[int, str]:
@@ -216,6 +238,28 @@ class Sandbox:
         except Exception as e2:  # the daemon itself may be gone
             return f"{err}; and the daemon did not answer: {e2}"
         return str(err)
+
+
+# Spares pid 1, this shell ($$), and the main process: pid 1's child with the earliest start time
+# (fields after the `(comm)` of /proc/<pid>/stat: $2 is the ppid, ${20} the start time), but only
+# under docker-init (without init, pid 1 is the main process and its children are orphans).
+_KILL_ALL = r"""
+kill -STOP -1 2>/dev/null
+main= first=
+case "$(cat /proc/1/comm)" in docker-init|tini)
+  for d in /proc/[0-9]*; do
+    read -r s < "$d/stat" 2>/dev/null || continue
+    s=${s##*) }; set -- $s
+    if [ "$2" = 1 ] && { [ -z "$first" ] || [ "${20}" -lt "$first" ]; }; then first=${20}; main=${d#/proc/}; fi
+  done;;
+esac
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  case "$p" in 1|$$|"$main") ;; *) kill -KILL "$p" 2>/dev/null;; esac
+done
+[ -n "$main" ] && kill -CONT "$main"
+true
+"""
 
 
 def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:

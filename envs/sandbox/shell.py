@@ -1,8 +1,24 @@
 """A persistent bash session inside a container, spoken to over one Docker exec socket.
 
 One `docker exec` per command costs ~50 ms and forgets `cd` and `export`; one long-lived shell costs
-~1 ms a command and keeps both. Each command is sent as an ANSI-C quoted string to a small shell
-function that `eval`s it with stdin closed, then prints a sentinel line with the exit code and cwd.
+~1 ms a command and keeps both. Each command is sent as one line: the command, ANSI-C quoted, is
+`eval`ed with stdin from /dev/null, and then the shell prints a sentinel line with the exit code and
+the cwd.
+
+The sentinel is what tells the harness that the command ended and how: a command that could print
+it would forge its own exit code (`[exit code 0]` for a failure, a free `exit_ok` step label). So
+each command gets a fresh random nonce, and the nonce is never where the command can read it: not
+an argument (`$1`, `$@`, `BASH_ARGV`), not a variable, not the environment, not a function body.
+It is a literal in the part of the line after the `eval`, which bash has parsed but not yet run
+(bash reads the whole line from the socket before it runs any of it, so nothing is left on stdin
+for the command to read either). A marker with an earlier command's nonce, or a guessed one, does
+not end this command. The wrapper is sent inline with each command and calls `builtin printf`, so
+an alias or function the agent defined (`printf`, `eval`) does not replace it.
+
+What this does not stop: a command that reads the shell's own memory (`/proc/$$/mem`) for the
+nonce, or that rewrites bash itself (a function named `builtin`, a DEBUG trap). The exit code is an
+observation; the reward never depends on it (the task's tests decide, run where the agent cannot
+reach them: see envs/terminal/env.py).
 """
 from __future__ import annotations
 
@@ -18,12 +34,16 @@ from envs.sandbox.errors import SandboxError
 
 _SAFE = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^*()[]{}<>|&;~#!?")
 
-# Runs the command in the shell itself (so cd/export persist), stdin from /dev/null (so `cat` with no
-# file cannot swallow the next command), stderr merged into stdout.
-_PRELUDE = r"""
-__ns_run() { eval "$1" </dev/null 2>&1; __ns_rc=$?; printf '\n%s %d %s\n' "$2" "$__ns_rc" "$PWD"; }
-export TERM=dumb PAGER=cat GIT_PAGER=cat DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1
-"""
+_PRELUDE = "export TERM=dumb PAGER=cat GIT_PAGER=cat DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1\n"
+
+
+def command_line(command: str, marker: str) -> str:
+    """The line the shell is sent for one command: it runs in the shell itself (so cd/export
+    persist), stdin from /dev/null (so `cat` with no file cannot swallow the next command), stderr
+    merged into stdout; then `marker` (a literal the command cannot see) with its exit code and the
+    cwd. `\\builtin`: an alias named `builtin` is not expanded."""
+    return (f"{{ \\eval {ansi_c_quote(command)} ; }} </dev/null 2>&1; "
+            f"\\builtin printf '\\n%s %d %s\\n' {marker} \"$?\" \"$PWD\"\n")
 
 
 def ansi_c_quote(text: str) -> str:
@@ -95,7 +115,6 @@ class PersistentShell:
         sock = self._api.exec_start(exec_id, socket=True)
         self._sock = getattr(sock, "_sock", sock)
         self._frames.clear()
-        self._marker = "__NS_" + secrets.token_hex(8)
         self._sock.sendall(_PRELUDE.encode())
         res = self.run("printf '%s' $$", timeout=10)
         if res.exit_code != 0 or not res.output.strip().isdigit():
@@ -114,8 +133,8 @@ class PersistentShell:
         if self._sock is None:
             raise SandboxError("shell is closed")
         t0 = time.monotonic()
-        marker = self._marker
-        self._sock.sendall(f"__ns_run {ansi_c_quote(command)} {marker}\n".encode())
+        marker = "__NS_" + secrets.token_hex(12)  # fresh for each command (see the module docstring)
+        self._sock.sendall(command_line(command, marker).encode())
         out = _CappedOutput(self._cap)
         found = self._read_until_marker(out, marker.encode(), deadline=t0 + timeout)
         if found is not None:

@@ -174,7 +174,7 @@ class SWEEnv(SandboxedEpisodes, gym.Env[str, str]):
         t0 = time.monotonic()
         inst = self.task.data["instance"]
         try:
-            self._sandbox.stop_agent_shell()  # nothing of the agent's keeps changing the tree
+            self._sandbox.kill_all_processes()  # nothing of the agent's keeps changing the tree
             patch, diff_error = self._agent_diff(inst["base_commit"])
         except SandboxError as e:
             self._close_sandbox()
@@ -215,7 +215,8 @@ class SWEEnv(SandboxedEpisodes, gym.Env[str, str]):
     def _verdict(res: GradeResult, dropped: list[str], diff_error: str) -> str:
         lines = [f"[submitted] {diff_error}" if diff_error else "[submitted]"]
         if dropped:
-            lines.append(f"Changes to test files are not graded and were dropped: {', '.join(dropped)}")
+            lines.append(f"Changes to test files and test configuration (conftest.py, pytest.ini, tox.ini, setup.cfg, "
+                         f"pyproject.toml, sitecustomize.py) are not graded and were dropped: {', '.join(dropped)}")
         if not res.patch_exists:
             lines.append("The patch is empty: nothing in the repository was changed.")
         elif not res.patch_successfully_applied:

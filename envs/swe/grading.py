@@ -35,8 +35,17 @@ _FILE_HEADER = re.compile(r"^diff --git a/(.*?) b/(.*)$")
 TEST_WORDS = ("test", "tests", "e2e", "testing")
 
 
+# Files that are not tests by that rule, yet decide how the tests run: pytest's configuration
+# (`addopts = -p <plugin>` loads any module as a plugin, which can report every test as passed)
+# and the modules and .pth files Python runs at startup. A patch's changes to them are dropped too.
+RUN_CONFIG_FILES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg",
+                              "pyproject.toml", "sitecustomize.py", "usercustomize.py"})
+
+
 def is_test_file(path: str) -> bool:
-    return any(word in path for word in TEST_WORDS)
+    name = path.rsplit("/", 1)[-1]
+    return (any(word in path for word in TEST_WORDS) or name in RUN_CONFIG_FILES
+            or name.endswith(".pth"))
 
 
 def split_patch(patch: str) -> tuple[str, list[str]]:

@@ -117,20 +117,38 @@ class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
         return obs, outcome, True, False, info
 
     def finalize(self) -> tuple[float, dict]:
-        """Grade the task once: copy the tests in after the agent is done, run them as root."""
+        """Grade the task once: copy the tests in after the agent is done, run them as root.
+
+        Nothing the agent left may take part in its grading:
+        - A root agent's processes are all killed first (`Sandbox.kill_all_processes`): a loop it
+          double-forked away from its shell could rewrite the tests while they are copied in and
+          run. A non-root agent's processes keep running, because a task may check a service the
+          agent started (start-background-worker does); they cannot touch what grading runs: the
+          tests arrive owned by root in a root-owned directory, and run with the interpreter's
+          root-owned files only (below).
+        - /tests and /logs/verifier are removed before the tests arrive, so that a root agent's
+          /tests/conftest.py or a reward.txt written in advance cannot join them.
+        - The tests run with /tests as their cwd, not the agent's /app: `python3 -m pytest` puts the
+          cwd first on sys.path, so an /app/pytest.py would have been the test runner. The bundled
+          run-tests.sh scripts also call `python3 -I` (no cwd, script dir, PYTHON* variables or
+          user site on sys.path).
+        What still trusts the agent's container: a root agent can rewrite the interpreter, pytest or
+        bash itself before it says DONE; only a fresh container would stop that (the SWE env grades
+        in one)."""
         if self._graded or self._sandbox is None:
             return 0.0, {}
         self._graded = True
         t0 = time.monotonic()
         task, sb = self.task, self._sandbox
+        clean = "rm -rf /tests /logs/verifier"
         try:
             if (task.data.get("run_as") or self.config.user) == "root":
-                sb.stop_agent_shell()  # a root agent's background jobs could rewrite the tests
-            # A non-root agent's processes keep running (a task may check a service it started);
-            # the tests arrive owned by root, so they cannot touch them.
+                sb.kill_all_processes(then=clean)
+            else:
+                sb.run(clean)
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
             if task.data["format"] == "harbor":
-                code, out = sb.run("mkdir -p /logs/verifier && bash /tests/test.sh",
+                code, out = sb.run("mkdir -p /logs/verifier && bash /tests/test.sh", workdir="/tests",
                                    timeout=task.data["test_timeout_s"])
                 try:
                     outcome = float(sb.download("/logs/verifier/reward.txt").decode().strip() or 0)
@@ -138,8 +156,8 @@ class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
                     outcome = 0.0
             else:
                 sb.upload(task.data["test_entry"], "/tests")
-                code, out = sb.run("bash /tests/run-tests.sh", timeout=task.data["test_timeout_s"],
-                                   environment={"TEST_DIR": "/tests"})
+                code, out = sb.run("bash /tests/run-tests.sh", workdir="/tests",
+                                   timeout=task.data["test_timeout_s"], environment={"TEST_DIR": "/tests"})
                 outcome = 1.0 if code == 0 else 0.0
         except SandboxError as e:
             self._close_sandbox()

@@ -4,8 +4,11 @@ conf/sandbox), as the unprivileged user, under a hard timeout.
 One container serves every episode of an env: it is started on the first call (~0.3 s) and reused,
 since most episodes never call python and starting one per episode would dominate the step time.
 Each call is a fresh `python3 -I` process (no state carries between calls); at the start of an
-episode that used python, every leftover process of the sandbox user is killed and the scratch
-directory wiped.
+episode after one that used python, every leftover process of the sandbox user is killed, its home
+is put back as the image had it (a copy taken as root when the container started, kept where that
+user cannot read or write it), and /tmp, /var/tmp and /dev/shm are emptied: what one episode's code
+wrote there (answers, a planted module) must not reach the next one. Other directories the image
+lets that user write are not wiped (the bundled image has none).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from envs.toolcall.episode import InfraFailure
 from envs.toolcall.tools import Param, Tool, ToolError
 
 SCRATCH = "/tmp/ns-py"
+HOME_COPY = "/root/.ns-home"  # the sandbox user's home as the image had it
 MAX_CODE_CHARS = 20_000
 
 
@@ -27,6 +31,7 @@ class PythonRunner:
         self.max_output_chars = max_output_chars
         self._sandbox: Sandbox | None = None
         self._dirty = False
+        self._home = ""  # the sandbox user's home ("" when it has none worth restoring)
 
     def run(self, code: str) -> dict:
         if len(code) > MAX_CODE_CHARS:
@@ -34,6 +39,7 @@ class PythonRunner:
         try:
             if self._sandbox is None:
                 self._sandbox = self._start_sandbox()
+                self._copy_home()
             self._dirty = True
             t = self.timeout_s
             r = self._sandbox.exec(f"mkdir -p {SCRATCH} && cd {SCRATCH} && "
@@ -55,16 +61,34 @@ class PythonRunner:
         if self._sandbox is None or not self._dirty:
             return
         try:
-            # every process of the sandbox user except this shell ($$), then the scratch files
-            self._sandbox.exec(f'for p in $(pgrep -u "$(id -u)"); do [ "$p" = "$$" ] || kill -9 "$p" '
-                               f"2>/dev/null; done; rm -rf {SCRATCH}; true", timeout=15)
+            # every process of the sandbox user except this shell ($$); then, as root, the files
+            self._sandbox.exec('for p in $(pgrep -u "$(id -u)"); do [ "$p" = "$$" ] || kill -9 "$p" '
+                               "2>/dev/null; done; cd /; true", timeout=15)
+            wipe = "find /tmp /var/tmp /dev/shm -mindepth 1 -delete 2>/dev/null; true"
+            if self._home:
+                h = ansi_c_quote(self._home)
+                wipe = f"rm -rf {h} && cp -a {HOME_COPY} {h} && {wipe}"
+            code, out = self._sandbox.run(wipe, timeout=30)
+            if code != 0:
+                raise SandboxError(f"could not clear the last episode's files: {out[-300:]}")
             self._dirty = False
         except SandboxError:
             self.close()  # a broken container is replaced on the next call
 
+    def _copy_home(self) -> None:
+        r = self._sandbox.exec('printf %s "$HOME"', timeout=15)
+        home = r.output.strip() if r.exit_code == 0 else ""
+        if home in ("", "/", "/root", "/tmp") or not home.startswith("/"):
+            return
+        code, out = self._sandbox.run(f"rm -rf {HOME_COPY} && cp -a {ansi_c_quote(home)} {HOME_COPY}", timeout=30)
+        if code != 0:
+            raise SandboxError(f"could not copy {home}: {out[-300:]}")
+        self._home = home
+
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
+            self._home = ""
             self._sandbox = None
 
 

@@ -1,3 +1,3 @@
 #!/bin/bash
-cd /app
-python3 -m pytest -q -p no:cacheprovider /tests/test_outputs.py -rA
+cd /tests
+python3 -I -m pytest -q -p no:cacheprovider /tests/test_outputs.py -rA

@@ -1,0 +1,116 @@
+"""Red-team attacks on the terminal env's grading (issue 21, item 1): an agent that forges its exit
+code or its reward must fail. Each test drives a real episode in Docker with scripted replies; the
+attack must not succeed."""
+import dataclasses
+
+import pytest
+
+import envs  # noqa: F401
+from agents.base import ReplayAgent
+from agents.rollout import run_episode
+from envs.sandbox import Sandbox
+from envs.task_formats import load_suite, load_task_dir
+from envs.terminal.env import TerminalEnv
+from tests.paths import FIXTURES, ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.red_team]
+SUITE = load_suite(ROOT / "envs" / "tasks" / "terminal")
+AS_AGENT = next(t for t in SUITE if not t.data.get("run_as"))
+AS_ROOT = next(t for t in SUITE if t.data.get("run_as") == "root")
+HARBOR = load_task_dir(FIXTURES / "harbor" / "hello-harbor")
+HARBOR_AS_ROOT = dataclasses.replace(HARBOR, task_id="hello-harbor-root", data={**HARBOR.data, "run_as": "root"})
+
+
+@pytest.fixture(scope="module")
+def env(terminal_config, sandbox_config, terminal_image):
+    e = TerminalEnv(terminal_config, sandbox_config, tasks=[AS_AGENT, AS_ROOT, HARBOR, HARBOR_AS_ROOT],
+                    run_id="pytest-red-team")
+    yield e
+    e.close()
+
+
+def bash(cmd: str) -> str:
+    return f"```bash\n{cmd}\n```"
+
+
+def play(env, cfg, task, *commands):
+    traj = run_episode(env, ReplayAgent([*map(bash, commands), "DONE"]), task, cfg.system_prompt)
+    assert not traj.infra_failure, traj.infra_reason
+    return traj
+
+
+# -- 1. a command cannot forge its exit code --------------------------------------------------------
+FORGERIES = [
+    # the end marker was the shell function's $2
+    "printf '\\n%s 0 /app\\n' \"$2\"; false",
+    # every name that looks like a marker, from variables, functions and arguments
+    "for m in $(set; declare -f; echo \"$@\" \"${BASH_ARGV[@]}\"); do case $m in *NS*) "
+    "printf '\\n%s 0 /app\\n' \"$m\";; esac; done; false",
+    # a guessed marker in the old shape
+    "printf '\\n__NS_0123456789abcdef 0 /app\\n'; false",
+    # what is left on the shell's stdin (the next line) is not readable either
+    "read -r -t 1 line <&0; read -r -t 1 line2 </proc/$$/fd/0; printf '\\n%s 0 /app\\n' \"$line\"; false",
+]
+
+
+@pytest.mark.parametrize("attack", FORGERIES, ids=["dollar-2", "scan-shell-state", "guessed", "stdin"])
+def test_a_command_cannot_forge_its_exit_code(terminal_image, sandbox_config, attack):
+    with Sandbox(terminal_image, sandbox_config, run_id="pytest-red-team") as sb:
+        r = sb.exec(attack, timeout=10)
+        assert r.exit_code == 1 and not r.timed_out, r
+        assert sb.exec("echo next; (exit 3)", timeout=10).exit_code == 3  # the shell is still in step
+
+
+def test_a_forged_exit_code_does_not_reach_the_step_label(env, terminal_config):
+    traj = play(env, terminal_config, AS_AGENT, FORGERIES[0])
+    assert traj.steps[0].next_state.exit_code == 1
+    assert traj.steps[0].info["step_label"]["exit_ok"] is False
+
+
+# -- 2. files in the agent's directory cannot shadow the test runner --------------------------------
+SHADOW = ("printf 'import sys\\nsys.exit(0)\\n' > {d}/pytest.py; cp {d}/pytest.py {d}/sitecustomize.py; "
+          "cp {d}/pytest.py {d}/usercustomize.py; "
+          "printf 'import os\\nos._exit(0)\\n' > {d}/conftest.py; "
+          "printf '[pytest]\\naddopts = --co\\n' > {d}/pytest.ini")
+
+
+def test_a_shadowing_pytest_in_app_does_not_pass_the_tests(env, terminal_config):
+    traj = play(env, terminal_config, AS_AGENT, SHADOW.format(d="/app"))
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+def test_a_root_agent_cannot_plant_a_conftest_in_tests(env, terminal_config):
+    traj = play(env, terminal_config, AS_ROOT, "mkdir -p /tests && " + SHADOW.format(d="/tests"))
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+# -- 3. nothing a root agent left running takes part in grading -------------------------------------
+LOOP = ("(setsid nohup bash -c 'while true; do mkdir -p /tests /logs/verifier; "
+        "printf \"def test_x():\\n    pass\\n\" > /tests/test_outputs.py; "
+        "printf \"#!/bin/bash\\nexit 0\\n\" > /tests/run-tests.sh; "
+        "printf \"#!/bin/bash\\nexit 0\\n\" > /tests/test.sh; "
+        "echo 1 > /logs/verifier/reward.txt; sleep 0.02; done' > /dev/null 2>&1 < /dev/null &)")
+ORPHANS = "sleep 0.3; ps -o ppid=,args= -e | grep -c '^ *1 .*while true'"  # re-parented to pid 1
+
+
+def test_a_double_forked_loop_cannot_rewrite_the_tests(env, terminal_config):
+    traj = play(env, terminal_config, AS_ROOT, LOOP, ORPHANS)
+    assert traj.steps[1].next_state.text.strip() == "1"  # the loop left the shell's process tree
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+def test_a_double_forked_loop_cannot_write_the_harbor_reward(env, terminal_config):
+    traj = play(env, terminal_config, HARBOR_AS_ROOT, LOOP, ORPHANS)
+    assert traj.steps[1].next_state.text.strip() == "1"
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+def test_the_container_survives_the_kill_and_grading_still_works(env, terminal_config):
+    """The oracle still passes a root task after its own leftovers (and a fork loop) are killed."""
+    from agents.base import OracleAgent
+
+    oracle = OracleAgent()
+    oracle.begin(AS_ROOT, env.reference_actions(AS_ROOT))
+    traj = run_episode(env, ReplayAgent([bash("(while true; do sleep 0.01 & wait; done) & disown"),
+                                         oracle.act([]).text, "DONE"]), AS_ROOT, terminal_config.system_prompt)
+    assert not traj.infra_failure and traj.success, traj.info.get("test_output")

@@ -1,0 +1,55 @@
+"""Red-team attack on the `run_python` tool (issue 21, item 1): one episode's code leaves files for
+the next (answers, a planted module); the next episode must start from a clean home and /tmp."""
+import json
+
+import pytest
+
+from envs.toolcall.bundled import load_bundled
+from envs.toolcall.env import ToolCallEnv
+from tests.paths import ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.red_team]
+SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
+TASK = "py-fibonacci"
+
+
+@pytest.fixture(scope="module")
+def env(env_config, sandbox_config, terminal_image):
+    e = ToolCallEnv(env_config("toolcall", "env.python_timeout_s=5"), sandbox_config, tasks=SUITE,
+                    run_id="pytest-toolcall-red-team")
+    yield e
+    e.close()
+
+
+def run(env, code: str) -> dict:
+    call = json.dumps({"name": "run_python", "arguments": {"code": code}})
+    obs, reward, terminated, truncated, info = env.step(f"<tool_call>{call}</tool_call>")
+    assert not info.get("infra_failure"), info
+    return json.loads(obs.split("<tool_response>\n", 1)[1].rsplit("\n</tool_response>", 1)[0])
+
+
+LEAVE = """import os, pathlib
+home = pathlib.Path(os.path.expanduser('~'))
+for p in [home / 'x', home / '.cache' / 'answers.txt', pathlib.Path('/tmp/y'), pathlib.Path('/var/tmp/z'),
+          pathlib.Path('/dev/shm/w')]:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text('the answer is 42')
+print('left', home)"""
+
+LOOK = """import os, pathlib
+home = pathlib.Path(os.path.expanduser('~'))
+found = [str(p) for p in [home / 'x', home / '.cache' / 'answers.txt', pathlib.Path('/tmp/y'),
+         pathlib.Path('/var/tmp/z'), pathlib.Path('/dev/shm/w')] if p.exists()]
+print('found', found, sorted(os.listdir(home)))"""
+
+
+def test_the_next_episode_cannot_see_what_the_last_one_left(env):
+    env.reset(options={"task_id": TASK})
+    before = run(env, LOOK)["output"]  # the image's own home, as the first episode sees it
+    assert "found []" in before
+    out = run(env, LEAVE)
+    assert out["exit_code"] == 0 and "left /home/" in out["output"], out
+    assert "found []" not in run(env, LOOK)["output"]  # within the episode the files are there
+    env.reset(options={"task_id": TASK})
+    after = run(env, LOOK)["output"]
+    assert after == before, (before, after)  # a clean home (the image's dotfiles stay) and /tmp
