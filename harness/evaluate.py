@@ -1,6 +1,9 @@
 """An eval run: every selected task once, several episodes at a time (each worker owns its env;
 the model's endpoint batches their requests), trajectories streamed to disk as they finish, metrics
-and a leaderboard row at the end. A run killed half-way resumes with `resume=<run_dir>`."""
+and a leaderboard row at the end. A run killed half-way resumes with `resume=<run_dir>`: a torn last
+trajectory line (killed mid-write) is dropped with a warning and its episode run again, and metrics and
+row are committed so that a kill between them leaves a row `resume=` files once (nextstate.leaderboard
+`commit_run`)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,8 +16,8 @@ from typing import Callable
 from tqdm import tqdm
 
 from agents.pool import EnvPool, run_episodes, summarize
-from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
-from nextstate.leaderboard import append_row, git_commit
+from nextstate.atomic import append_jsonl, drop_torn_tail, read_jsonl
+from nextstate.leaderboard import commit_run, git_commit
 from nextstate.types import Task, Trajectory
 
 
@@ -30,6 +33,7 @@ def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir:
              progress: bool = True) -> EvalResult:
     run_dir.mkdir(parents=True, exist_ok=True)
     traj_file = run_dir / "trajectories.jsonl"
+    drop_torn_tail(traj_file)  # a record cut by a kill: dropped (with a warning), its episode run again
     done = {d["task_id"]: Trajectory.from_dict(d) for d in read_jsonl(traj_file)}
     todo = [t for t in tasks if t.task_id not in done]
     t0 = time.monotonic()
@@ -49,7 +53,6 @@ def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir:
     trajs = [done[t.task_id] for t in tasks]
     metrics = summarize(trajs)
     metrics["wall_s"] = time.monotonic() - t0
-    write_json_atomic(run_dir / "metrics.json", metrics)
     row = {
         "timestamp": dt.datetime.now().isoformat(timespec="seconds"), **row_fields, "seed": seed,
         "n_tasks": metrics["n_tasks"], "success_rate": round(metrics["success_rate"], 4),
@@ -57,5 +60,5 @@ def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir:
         "tokens": metrics["tokens"], "wall_s": round(metrics["wall_s"], 1), "run_dir": str(run_dir),
         "git_commit": git_commit(),
     }
-    append_row(leaderboard, row)
+    commit_run(run_dir, metrics, leaderboard, row)
     return EvalResult(trajs, metrics, row)

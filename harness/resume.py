@@ -1,6 +1,13 @@
 """Resuming a run dir (`resume=<run_dir>`, or a sweep run again into the same dirs): it must hold a
 run, and go on with the config that run was made with; a finished one is not run (or filed) again;
-Ctrl-C says the command that resumes it. The recorded config is `<run_dir>/config.yaml`."""
+Ctrl-C says the command that resumes it. The recorded config is `<run_dir>/config.yaml`.
+
+`resume=` makes no new run dir: conf/config.yaml's `hydra.run.dir` is `${nextstate.run_dir:...}`, the
+resumed dir when `resume=` names a run (one with a config.yaml) and a new timestamped dir otherwise (so
+`resume=` of a path with no run makes no dir there either, and is refused by `check_resumable`). Hydra
+then writes no `.hydra/` record into the resumed dir (`hydra.output_subdir` is
+`${nextstate.output_subdir:...}`, null then): the record of the command that started the run stays as
+it was, so a refused resume can still quote it; Hydra's run.log there is appended to."""
 from __future__ import annotations
 
 import json
@@ -9,6 +16,16 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+
+
+def _names_a_run(resume) -> bool:
+    return bool(resume) and (Path(str(resume)) / "config.yaml").is_file()
+
+
+OmegaConf.register_new_resolver(
+    "nextstate.run_dir", lambda resume, fresh: str(resume) if _names_a_run(resume) else fresh, replace=True)
+OmegaConf.register_new_resolver(
+    "nextstate.output_subdir", lambda resume: None if _names_a_run(resume) else ".hydra", replace=True)
 
 # Keys a resumed run may change: how it runs, not what it computes (and more training iterations).
 RESUMABLE_CHANGES = {"resume", "progress", "parallel", "mode.iterations"}
@@ -43,8 +60,10 @@ def resume_command(overrides, run_dir: Path) -> str:
 
 def started_with(run_dir: Path) -> list[str] | None:
     """The overrides `run_dir`'s run was started with: Hydra's record in its .hydra/, unless this very
-    command wrote that record (its hydra.run.dir is the run dir)."""
-    if Path(HydraConfig.get().runtime.output_dir).resolve() == run_dir.resolve():
+    command wrote that record (its hydra.run.dir is the run dir and Hydra wrote a .hydra/ there: a
+    sweep's job dir run again; `resume=` writes none)."""
+    hc = HydraConfig.get()
+    if hc.output_subdir is not None and Path(hc.runtime.output_dir).resolve() == run_dir.resolve():
         return None
     try:
         return list(OmegaConf.load(run_dir / ".hydra" / "overrides.yaml"))

@@ -23,6 +23,7 @@ from harness.reports.plots import write_sweep_plot
 from harness.resume import already_finished, check_resumable, recorded_config, resume_command
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, model_config, run_config, typed
+from nextstate.leaderboard import file_pending_row
 from trainers.curriculum import without_tags
 
 
@@ -69,6 +70,8 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] Docker not reachable ({e}); containers cannot be reaped", file=sys.stderr)
     if removed:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
+    if file_pending_row(run_dir):  # a run killed between its metrics.json and its leaderboard row
+        print(f"[nextstate] {run_dir}: filed the leaderboard row the earlier run left pending")
     done = already_finished(cfg, run_dir) if cfg.mode.name in ("eval", "train", "async") else None
     if done is not None:
         print(f"[nextstate] {run_dir} already finished (delete its metrics.json to run it again)")

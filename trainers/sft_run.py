@@ -18,9 +18,9 @@ from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
-from nextstate.atomic import append_jsonl, write_json_atomic
+from nextstate.atomic import append_jsonl
 from nextstate.config import check_ranges, model_config, typed
-from nextstate.leaderboard import append_row, git_commit
+from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import without_tags
 from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
@@ -100,8 +100,8 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
                "success_after": after["success_rate"], "delta": after["success_rate"] - before["success_rate"],
                "model_dir": str(out_dir), "wall_s": round(time.monotonic() - t0, 1),
                "cpu_s": round(cpu_seconds() - cpu0, 1)}
-    write_json_atomic(run_dir / "metrics.json", metrics)
-    append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", {
+    # metrics.json and the row, committed so that a kill between them leaves a row resume= files once
+    commit_run(run_dir, metrics, Path(cfg.paths.results_dir) / "leaderboard.csv", {
         "timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"], "suite": metrics["suite"],
         "split": "test", "agent": "model", "model": model_cfg.name, "signal": "sft", "seed": cfg.seed,
         "n_tasks": len(test_tasks), "success_rate": round(after["success_rate"], 4),

@@ -23,8 +23,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from agents.pool import run_episodes
-from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
-from nextstate.leaderboard import append_row, git_commit
+from nextstate.atomic import append_jsonl, read_jsonl
+from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import max_steps_at
 from trainers.feedback.judge_accuracy import judge_accuracy
@@ -104,9 +104,6 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
         **(extra or {}),
         "train_log": read_jsonl(tr.log_file),
     }
-    write_json_atomic(run_dir / "metrics.json", metrics)
-    if not tc.keep_checkpoint:  # only a killed run needs it to resume; the final weights stay
-        shutil.rmtree(tr.state_file, ignore_errors=True)
     row = {"timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"],
            "suite": metrics["suite"], "split": "test", "agent": "model", "model": metrics["model"],
            "signal": signal.name, "seed": cfg.seed, "n_tasks": len(tr.test_tasks),
@@ -118,7 +115,10 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
                         "mean_step_score", "judge_votes", "hints_accepted", "judge_neg_precision",
                         "judge_neg_recall", "teacher", "judge", "hints")},
            **({"mode": tc.name} if tc.name != "train" else {})}
-    append_row(Path(cfg.paths.results_dir) / "leaderboard.csv", row)
+    # metrics.json and the row, committed so that a kill between them leaves a row resume= files once
+    commit_run(run_dir, metrics, Path(cfg.paths.results_dir) / "leaderboard.csv", row)
+    if not tc.keep_checkpoint:  # only a killed run needs it to resume; the final weights stay
+        shutil.rmtree(tr.state_file, ignore_errors=True)
     write_train_plot(run_dir)
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "
           f"({metrics['train_episodes']} episodes, {metrics['train_samples']} samples, {metrics['wall_s']:.0f} s)")
