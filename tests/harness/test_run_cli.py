@@ -124,7 +124,7 @@ def test_resuming_a_finished_run_files_no_second_row(tmp_path, harness_run):
 
 # The oracle held at the start of each episode until a gate file lets it go (tests/fixtures/gated_agent.py)
 GATED_ORACLE = ["agent=oracle", "agent.name=gated_oracle",
-                "+agent._target_=tests.fixtures.gated_agent.GatedOracleAgent"]
+                "agent._target_=tests.fixtures.gated_agent.GatedOracleAgent"]
 
 
 def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
@@ -178,5 +178,5 @@ def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path, harness_ru
     assert p.returncode == 0, p.stderr[-3000:]
     (run_dir / "metrics.json").unlink()  # as if killed before the end
     p = harness_run(tmp_path, "env=toolcall", "agent=noop", "limit=2", f"hydra.run.dir={run_dir}")
-    assert p.returncode != 0 and "another config (differs in: agent.name)" in p.stderr, p.stderr[-2000:]
+    assert p.returncode != 0 and "another config (differs in: agent._target_, agent.name)" in p.stderr, p.stderr[-2000:]
     assert "name: oracle" in (run_dir / "config.yaml").read_text()

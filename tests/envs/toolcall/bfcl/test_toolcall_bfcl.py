@@ -6,9 +6,7 @@ import dataclasses
 import enum
 import json
 
-import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent
@@ -407,17 +405,6 @@ def test_multi_turn_episodes_are_isolated_and_leave_nothing_behind(env, config):
     assert run_turns(env, task, ref, config).success  # the previous episode's file is gone
     env.reset(options={"task_id": task.task_id})  # closes the last episode
     assert not [k for k in vars(_utils()) if k.startswith("nextstate_")]
-
-
-def test_check_env(config, sandbox_config):
-    tasks = [t for t in ToolCallEnv(config, sandbox_config, split="test").tasks][::40]
-    assert {t.data["kind"] for t in tasks} == {"bfcl_single", "bfcl_multi"}
-    e = gym.make("nextstate/ToolCall-v0", config=config, sandbox=sandbox_config, tasks=tasks,
-                 disable_env_checker=True)
-    try:
-        check_env(e.unwrapped, skip_render_check=True)
-    finally:
-        e.close()
 
 
 def test_tools_for_multi_turn_are_the_involved_classes(env):
