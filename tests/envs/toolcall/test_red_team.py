@@ -1,11 +1,11 @@
 """Red-team attack on the `run_python` tool (issue 21, item 1): one episode's code leaves files for
 the next (answers, a planted module); the next episode must start from a clean home and /tmp."""
-import json
 
 import pytest
 
 from envs.toolcall.bundled import load_bundled
 from envs.toolcall.env import ToolCallEnv
+from tests.envs.toolcall.python_tool import run_python as run
 from tests.paths import ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.red_team]
@@ -19,13 +19,6 @@ def env(env_config, sandbox_config, terminal_image):
                     run_id="pytest-toolcall-red-team")
     yield e
     e.close()
-
-
-def run(env, code: str) -> dict:
-    call = json.dumps({"name": "run_python", "arguments": {"code": code}})
-    obs, reward, terminated, truncated, info = env.step(f"<tool_call>{call}</tool_call>")
-    assert not info.get("infra_failure"), info
-    return json.loads(obs.split("<tool_response>\n", 1)[1].rsplit("\n</tool_response>", 1)[0])
 
 
 LEAVE = """import os, pathlib

@@ -9,6 +9,7 @@ from agents.base import OracleAgent
 from agents.rollout import run_episode
 from envs.toolcall.bundled import load_bundled
 from envs.toolcall.env import ToolCallEnv
+from tests.envs.toolcall.python_tool import run_python as run
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -23,13 +24,6 @@ def env(env_config, sandbox_config, terminal_image):
     e = ToolCallEnv(config, sandbox_config, tasks=SUITE, run_id="pytest-toolcall-python")
     yield e
     e.close()
-
-
-def run(env, code: str) -> dict:
-    call = json.dumps({"name": "run_python", "arguments": {"code": code}})
-    obs, reward, terminated, truncated, info = env.step(f"<tool_call>{call}</tool_call>")
-    assert not info.get("infra_failure"), info
-    return json.loads(obs.split("<tool_response>\n", 1)[1].rsplit("\n</tool_response>", 1)[0])
 
 
 @pytest.mark.parametrize("task", PYTHON_TASKS, ids=lambda t: t.task_id)
