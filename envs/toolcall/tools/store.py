@@ -16,15 +16,19 @@ def _product(ctx: ToolContext, sku: str) -> dict:
     return dict(zip(("sku", "name", "category", "price", "stock"), row))
 
 
+def _where(sql: str, args: list, filters: dict[str, object]) -> tuple[str, list]:
+    """`sql` narrowed by each `clause: value` filter whose value was given (None: not filtered)."""
+    for clause, value in filters.items():
+        if value is not None:
+            sql += f" AND {clause}"
+            args = [*args, value]
+    return sql, args
+
+
 def search_products(ctx, query: str = "", category: str | None = None, max_price: float | None = None,
                     in_stock_only: bool = False):
-    sql, args = "SELECT sku FROM products WHERE (name LIKE ? OR sku LIKE ?)", [f"%{query}%", f"%{query}%"]
-    if category is not None:
-        sql += " AND category = ?"
-        args.append(category)
-    if max_price is not None:
-        sql += " AND price <= ?"
-        args.append(max_price)
+    sql, args = _where("SELECT sku FROM products WHERE (name LIKE ? OR sku LIKE ?)", [f"%{query}%", f"%{query}%"],
+                       {"category = ?": category, "price <= ?": max_price})
     if in_stock_only:
         sql += " AND stock > 0"
     skus = [r[0] for r in ctx.db.execute(sql + " ORDER BY sku", args)]
@@ -101,13 +105,7 @@ def get_order(ctx, order_id: int):
 
 
 def list_orders(ctx, customer_id: int | None = None, status: str | None = None):
-    sql, args = "SELECT id FROM orders WHERE 1 = 1", []
-    if customer_id is not None:
-        sql += " AND customer_id = ?"
-        args.append(customer_id)
-    if status is not None:
-        sql += " AND status = ?"
-        args.append(status)
+    sql, args = _where("SELECT id FROM orders WHERE 1 = 1", [], {"customer_id = ?": customer_id, "status = ?": status})
     orders = [_order(ctx, r[0]) for r in ctx.db.execute(sql + " ORDER BY id", args)]
     return {"orders": [{k: o[k] for k in ("id", "customer_id", "status", "created", "total")} for o in orders]}
 
