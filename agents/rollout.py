@@ -1,15 +1,32 @@
 """One episode: the agent acts, the env answers with a next state, until it ends. The transcript
-kept here is exactly what the policy saw, so every step can be re-scored later."""
+kept here is exactly what the policy saw, so every step can be re-scored later.
+
+An env whose `step` raises has failed at its own job (an env answers every action, however bad, with
+a next state): the episode ends there as an infra failure, unscored, with the action that set it off
+as its last step and the exception (type, message, traceback tail) as the evidence, and the run goes
+on with the next episode."""
 from __future__ import annotations
 
 import time
+import traceback
 
 from agents.base import Agent
 from nextstate.types import NextState, Step, Task, Trajectory
 
 # What of the last step's info a trajectory keeps: the grader's report, and a persona chat task's
-# first-reply grade (envs/chat/env.py), which the personalization score is computed from.
-FINAL_INFO_KEPT = ("test_output", "first_reply_met", "first_reply_wants", "corrections")
+# first-reply grade (envs/chat/env.py), which the personalization score is computed from; and the
+# traceback of an env that raised.
+FINAL_INFO_KEPT = ("test_output", "first_reply_met", "first_reply_wants", "corrections", "infra_traceback")
+TRACEBACK_KEPT = 4000  # characters of an env's traceback kept in a trajectory (its tail)
+
+
+def _step_raised(e: Exception) -> tuple[str, dict]:
+    """What an exception out of env.step becomes: the observation and the info of an infra failure."""
+    first = (str(e).strip().splitlines() or [""])[0][:500]
+    reason = f"env.step raised {type(e).__name__}" + (f": {first}" if first else "")
+    ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
+    return f"[error] {ns.text}", {"next_state": ns, "infra_failure": True, "infra_reason": reason,
+                                  "infra_traceback": "".join(traceback.format_exception(e))[-TRACEBACK_KEPT:]}
 
 
 def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int | None = None) -> Trajectory:
@@ -28,7 +45,11 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
         t = time.monotonic()
         gen = agent.act(messages, tools=tools)
         t_gen = time.monotonic() - t
-        obs, reward, terminated, truncated, info = env.step(gen.text)
+        try:
+            obs, reward, terminated, truncated, info = env.step(gen.text)
+        except Exception as e:  # noqa: BLE001  (the env's failure, not the agent's: see the docstring)
+            obs, info = _step_raised(e)
+            reward, terminated, truncated = 0.0, True, False
         traj.steps.append(Step(
             index=len(traj.steps), prompt_messages=list(messages), action_text=gen.text,
             next_state=info.get("next_state") or NextState(kind="error", text=obs),

@@ -12,11 +12,13 @@ The action language (also in the system prompt, conf/env/gui.yaml):
 `ref` is an element ref from the page's accessibility tree (`e12`, with or without quotes).
 One action per reply; it may sit in a code block and among prose, and `done()` may follow it.
 A line `DONE` alone is read as `done()` (the harness's scripted agents end that way).
-Anything else is an error the agent is told about; nothing here touches the browser.
+Anything else is an error the agent is told about; nothing here touches the browser. How much one
+action may do (text typed, pixels scrolled, keys pressed) is capped by the env (conf/env/gui.yaml).
 """
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 
@@ -45,7 +47,7 @@ class GUIAction:
             return f"{self.name}({self.ref}, {_quote(self.text)})"
         if self.name == "press":
             return f"press({_quote(self.text)})"
-        return f"scroll({self.dx}, {self.dy})"
+        return f"scroll({pixels(self.dx)}, {pixels(self.dy)})"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,18 @@ class ParsedReply:
     action: GUIAction | None = None
     done: bool = False  # the reply also (or only) says done()
     error: str | None = None
+
+
+def pixels(n: int) -> str:
+    """A pixel count as written; one too long to print (an int of thousands of digits cannot be
+    turned into text, nor into a float) as its order of magnitude."""
+    if abs(n) < 10**15:
+        return str(n)
+    return f"~{'-' if n < 0 else ''}1e{int(math.log10(abs(n)))}"
+
+
+def _snip(text: str, n: int = 200) -> str:
+    return text if len(text) <= n else f"{text[:n]}... ({len(text)} characters)"
 
 
 def _quote(s: str | None) -> str:
@@ -107,12 +121,14 @@ def parse_call(name: str, call: str) -> GUIAction:
     try:
         tree = ast.parse(call.strip(), mode="eval")
     except SyntaxError as e:
-        raise ValueError(f"cannot parse {call!r}: {e.msg}") from None
+        raise ValueError(f"cannot parse {_snip(call)!r}: {e.msg}") from None
+    except ValueError as e:  # e.g. an integer literal of more than 4300 digits
+        raise ValueError(f"cannot parse {_snip(call)!r}: {_snip(str(e))}") from None
     node = tree.body
     if not isinstance(node, ast.Call) or node.keywords:
-        raise ValueError(f"{call!r} is not a plain call like click(e12)")
+        raise ValueError(f"{_snip(call)!r} is not a plain call like click(e12)")
     if len(node.args) != ARITY[name]:
-        raise ValueError(f"{name}() takes {ARITY[name]} argument(s), got {len(node.args)}: {call!r}")
+        raise ValueError(f"{name}() takes {ARITY[name]} argument(s), got {len(node.args)}: {_snip(call)!r}")
     args = [_arg(a, f"argument {i + 1} of {name}()") for i, a in enumerate(node.args)]
     if name == "done":
         return GUIAction("done")
@@ -124,10 +140,12 @@ def parse_call(name: str, call: str) -> GUIAction:
     if name == "scroll":
         if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
             raise ValueError("scroll(dx, dy) takes two numbers of pixels, e.g. scroll(0, 300)")
+        if not all(isinstance(a, int) or math.isfinite(a) for a in args):  # 1e999 is infinity
+            raise ValueError("scroll(dx, dy) takes finite numbers of pixels, e.g. scroll(0, 300)")
         return GUIAction("scroll", dx=int(args[0]), dy=int(args[1]))
     ref = args[0]
     if not isinstance(ref, str) or not _REF.match(ref.strip()):
-        raise ValueError(f"{ref!r} is not an element ref; refs look like e12 (see [ref=...] in the page)")
+        raise ValueError(f"{_snip(str(ref))!r} is not an element ref; refs look like e12 (see [ref=...] in the page)")
     if name == "click":
         return GUIAction("click", ref=ref.strip())
     text = args[1]

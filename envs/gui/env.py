@@ -15,7 +15,11 @@ output dir is the `output_dir` config value, the constructor's `output_dir`, a r
 Episodes: one fresh browser context each (gui_browser); the browser process is shared and
 relaunched when it dies. A MiniWoB page ends its episode itself (raw reward, success = full
 success); an app is graded when the agent says done() (or a limit cuts it) by reading the app's
-state. Browser trouble is an infra failure (`info["infra_failure"]`), never a reward.
+state. Browser trouble is an infra failure (`info["infra_failure"]`), never a reward; an action
+that would take the browser longer than it may answer (typing a book, pressing a thousand keys at
+once, scrolling by 1e308 pixels) is refused with an error next state before it is sent
+(`type_max_chars`, `press_max_chars`, `scroll_max_px`), so a browser that stops answering is the
+browser's fault, not the agent's.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ import gymnasium as gym
 
 from envs.base import pick_task
 from envs.gui.a11y import diff_trees, parse_tree
-from envs.gui.actions import GUIAction, parse_reply
+from envs.gui.actions import GUIAction, parse_reply, pixels
 from envs.gui.apps import STATE_JS, check, load_app_tasks
 from envs.gui.browser import BrowserDied, BrowserHost, BrowserOptions
 from envs.gui.miniwob import (
@@ -69,6 +73,9 @@ class GUIEnvConfig(EnvConfig):
     prewarm: bool
     prewarm_idle_s: float
     oracle_max_steps: int
+    type_max_chars: int  # what one action may do (see `_over_cap`)
+    press_max_chars: int
+    scroll_max_px: int
 
 
 class _StartError(RuntimeError):
@@ -232,6 +239,9 @@ class GUIEnv(gym.Env[str, str]):
         info: dict = {}
         if parsed.action is not None:
             act = parsed.action
+            over = self._over_cap(act)
+            if over:
+                return self._error(over)
             if act.ref is not None and act.ref not in self._session.tree_refs:
                 return self._error(f"there is no element {act.ref} on the page; use a [ref=...] from the latest page")
             self._step += 1
@@ -268,6 +278,20 @@ class GUIEnv(gym.Env[str, str]):
         if final.get("infra_failure"):
             return obs, 0.0, True, False, info
         return obs, outcome, True, False, info
+
+    def _over_cap(self, act: GUIAction) -> str | None:
+        """Why `act` does more than one action may (the agent's doing, told as an error), or None."""
+        c = self.config
+        if act.name == "type" and len(act.text or "") > c.type_max_chars:
+            return (f"type() text is {len(act.text)} characters; at most {c.type_max_chars} per action: "
+                    "nothing was typed")
+        if act.name == "press" and len(act.text or "") > c.press_max_chars:
+            return (f"press() takes one key or combination (e.g. Control+A), at most {c.press_max_chars} "
+                    f"characters; got {len(act.text)}: nothing was pressed")
+        if act.name == "scroll" and max(abs(act.dx), abs(act.dy)) > c.scroll_max_px:
+            return (f"scroll() by at most {c.scroll_max_px} pixels each way per action; got "
+                    f"({pixels(act.dx)}, {pixels(act.dy)}): nothing was scrolled")
+        return None
 
     def _next_state(self, act: GUIAction, old: str, tree: str, shot, meta, dialogs) -> tuple[NextState, str]:
         d = diff_trees(old, tree, self.config.diff_max_lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ from typing import Any
 import yaml
 
 from envs.task_formats import TaskFormatError
-from envs.toolcall.episode import ParsingEpisode, Turn, call_key, end_turn, error_turn
+from envs.toolcall.episode import (
+    ParsingEpisode,
+    ReplyCaps,
+    Turn,
+    call_key,
+    capped_results,
+    end_turn,
+    error_turn,
+)
 from envs.toolcall.parse import ToolCall, render_calls, render_tool_responses
 from envs.toolcall.tools import Tool, ToolContext, ToolError, fresh_db, toolsets
 from envs.toolcall.validate import check_calls
@@ -82,11 +91,11 @@ def _answer_has(answer: str, item: str | list[str]) -> bool:
 
 def start_episode(task: Task, env) -> "BundledEpisode":
     python = env.python_runner() if "python" in task.data["toolsets"] else None
-    return BundledEpisode(task, python, env.config.obs_max_chars)
+    return BundledEpisode(task, python, env.config.obs_max_chars, ReplyCaps.of(env.config))
 
 
 class BundledEpisode(ParsingEpisode):
-    def __init__(self, task: Task, python_runner, obs_max_chars: int):
+    def __init__(self, task: Task, python_runner, obs_max_chars: int, caps: ReplyCaps):
         self.task = task
         self.tools = task_tools(task)
         self.specs = {name: t.spec() for name, t in self.tools.items()}
@@ -97,6 +106,7 @@ class BundledEpisode(ParsingEpisode):
         self.ctx = ToolContext(fresh_db(task.data["setup_sql"]), python_runner)
         self.reference = Counter(call_key(c) for step in task.data["reference"] for c in step)
         self.obs_max_chars = obs_max_chars
+        self.caps = caps
         self.answer: str | None = None
 
     def first_observation(self) -> str:
@@ -115,8 +125,12 @@ class BundledEpisode(ParsingEpisode):
         if problem:
             return error_turn(problem, label={"well_formed": False, "executed_ok": False,
                                               "matches_reference": False})
-        contents, errors, bugs = [], 0, []
+        blocks, errors, bugs, size, stopped = [], 0, [], 0, None
+        t0 = time.monotonic()
         for call in canon:
+            if blocks and time.monotonic() - t0 >= self.caps.max_tool_s:
+                stopped = f"the reply's tool calls took more than {self.caps.max_tool_s:g} s, the limit per reply"
+                break
             try:
                 out = self._invoke(call)
             except ToolError as e:
@@ -124,10 +138,21 @@ class BundledEpisode(ParsingEpisode):
             except (TypeError, ValueError, sqlite3.Error) as e:  # a tool bug: reported, never raised
                 out, errors = {"error": f"{call.name} failed: {e}"}, errors + 1
                 bugs.append(f"{call.name}: {type(e).__name__}: {e}")
-            contents.append(json.dumps(out, ensure_ascii=False))
-        text = render_tool_responses(contents, self.obs_max_chars)
-        ns = NextState(kind="tool", text=text, fields={"calls": [c.name for c in canon], "errors": errors,
-                                                       **({"tool_bugs": bugs} if bugs else {})})
+            blocks.append(render_tool_responses([json.dumps(out, ensure_ascii=False)], self.obs_max_chars))
+            size += len(blocks[-1].encode("utf-8")) + 1
+            if size > self.caps.max_obs_bytes:
+                stopped = (f"the reply's tool results came to more than {self.caps.max_obs_bytes} bytes, "
+                           "the limit per reply")
+                break
+        ran = canon[:len(blocks)]
+        fields = {"calls": [c.name for c in ran], "errors": errors, **({"tool_bugs": bugs} if bugs else {})}
+        if stopped:
+            text = capped_results(blocks, len(canon), stopped, self.caps.max_obs_bytes)
+            ns = NextState(kind="error", text=text, fields={**fields, "not_run": [c.name for c in canon[len(ran):]]})
+            return Turn(ns, f"[error] {text}", step_label={"well_formed": True, "executed_ok": False,
+                                                           "matches_reference": False})
+        text = "\n".join(blocks)
+        ns = NextState(kind="tool", text=text, fields=fields)
         label = {"well_formed": True, "executed_ok": errors == 0,
                  "matches_reference": all(call_key(c) in self.reference for c in canon)}
         return Turn(ns, text, step_label=label)

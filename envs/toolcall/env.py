@@ -16,8 +16,10 @@ for BFCL single-turn, the checker's verdict).
 A malformed reply, an unknown tool, unknown/missing arguments or wrong argument types become an error
 next state (kind "error") and the episode goes on, except in BFCL single-turn entries, where the
 first reply is the graded answer (and in BFCL multi-turn, where argument types are left to
-bfcl-eval's API classes, as its own ground truth needs). Docker trouble (python tool) ends the
-episode as an infra failure, never a zero.
+bfcl-eval's API classes, as its own ground truth needs). One reply may cost only so much: at most
+`max_calls_per_reply` calls, `max_reply_obs_bytes` of tool results and `max_reply_tool_s` of tool
+time (episode.py `ReplyCaps`); past a cap the agent gets an error next state, as for a malformed
+reply. Docker trouble (python tool) ends the episode as an infra failure, never a zero.
 """
 from __future__ import annotations
 
@@ -51,6 +53,9 @@ class ToolCallEnvConfig(EnvConfig):
     user: str
     python_timeout_s: float
     obs_max_chars: int
+    max_calls_per_reply: int  # the caps on one reply (envs/toolcall/episode.py ReplyCaps)
+    max_reply_obs_bytes: int
+    max_reply_tool_s: float
     bfcl_checker_model: str
     bfcl_test_fraction: float
     bfcl_max_steps_per_turn: int

@@ -5,6 +5,12 @@ and hands over one of three events: a reply with calls (the whole `ParsedReply`)
 malformed reply. The episode answers with a `Turn`: the next state, the observation text the agent
 reads, whether the episode is over, and the step's verifiable labels. `grade()` scores the episode
 with the suite's own checker; `close()` frees what the episode holds (idempotent).
+
+One reply may cost only so much (`ReplyCaps`, from conf/env/toolcall.yaml): a reply with more calls
+than `max_calls_per_reply` is refused whole (nothing runs); the calls of a reply stop running once
+their results pass `max_reply_obs_bytes` or their tools have taken `max_reply_tool_s` (a call already
+running finishes under its own timeout). Either is the agent's doing: an error next state that says
+which calls ran, with their results up to the cap, and the episode goes on.
 """
 from __future__ import annotations
 
@@ -26,6 +32,41 @@ class Turn:
     step_label: dict[str, bool] | None = None
 
 
+@dataclass(frozen=True)
+class ReplyCaps:
+    """What one reply may cost: how many calls, how many bytes of tool results, how many seconds of
+    tool time (see the module docstring)."""
+
+    max_calls: int
+    max_obs_bytes: int
+    max_tool_s: float
+
+    @classmethod
+    def of(cls, config) -> "ReplyCaps":
+        return cls(config.max_calls_per_reply, config.max_reply_obs_bytes, config.max_reply_tool_s)
+
+    def too_many_calls(self, n: int) -> str | None:
+        if n <= self.max_calls:
+            return None
+        return (f"the reply makes {n} tool calls; at most {self.max_calls} per reply: nothing was run. "
+                "Make fewer calls per reply")
+
+
+def capped_results(blocks: list[str], n_calls: int, reason: str, max_bytes: int) -> str:
+    """The error text of a reply stopped by a cap: what ran and what did not, then the results of
+    the calls that ran, cut to `max_bytes` (UTF-8)."""
+    ran = len(blocks)
+    head = (f"{reason}: {ran} of {n_calls} tool calls ran"
+            + (f", calls {ran + 1} to {n_calls} were not run" if ran < n_calls else "") + ".")
+    body = "\n".join(blocks).encode("utf-8")
+    if len(body) > max_bytes:
+        cut = len(body) - max_bytes
+        body_text = body[:max_bytes].decode("utf-8", "ignore") + f"\n[... {cut} bytes of tool results cut ...]"
+    else:
+        body_text = body.decode("utf-8")
+    return f"{head}\n{body_text}" if body_text else head
+
+
 class InfraFailure(Exception):
     """The machinery behind a tool (Docker) failed: the episode ends unscored, never as a zero."""
 
@@ -43,13 +84,19 @@ class Episode(Protocol):
 
 
 class ParsingEpisode:
-    """`act` = parse, then one of the three events the episode implements."""
+    """`act` = parse, then one of the three events the episode implements (a reply with more calls
+    than `caps` allows is malformed)."""
+
+    caps: ReplyCaps
 
     def act(self, reply: str) -> Turn:
         parsed = parse_reply(reply)
         if parsed.error:
             return self.on_malformed(parsed.error)
         if parsed.calls:
+            too_many = self.caps.too_many_calls(len(parsed.calls))
+            if too_many:
+                return self.on_malformed(too_many)
             return self.on_calls(parsed)
         return self.on_text(parsed.text)
 

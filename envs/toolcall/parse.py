@@ -4,8 +4,10 @@ A call is `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; several bl
 parallel calls, run in order. A reply with no block is plain text: a message or the final answer.
 Whitespace around and inside the tags is tolerated; the JSON is parsed strictly (no Python literals,
 no NaN, no trailing commas), and `<think>...</think>` reasoning is ignored, so a call that only
-appears in the model's thoughts is not made. Anything malformed is reported as a reason string that
-the env turns into an error next state; nothing here raises on the agent's input.
+appears in the model's thoughts is not made. JSON nested deeper than `MAX_DEPTH` is refused (it
+would exhaust the interpreter's stack here or in whatever walks the arguments later). Anything
+malformed is reported as a reason string that the env turns into an error next state; nothing here
+raises on the agent's input.
 """
 from __future__ import annotations
 
@@ -41,6 +43,10 @@ def _reject_constant(name: str):
 
 
 _STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+# Deeper arguments than any tool takes (BFCL's deepest are a few levels) but far below the stack:
+# the checkers, canonical_args and json.dumps all recurse once per level.
+MAX_DEPTH = 64
+_TOO_DEEP = f"is nested more than {MAX_DEPTH} levels deep; tool arguments are never that deep"
 _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _EMPTY = "empty reply: call a tool with <tool_call>{...}</tool_call>, or answer in plain text"
@@ -53,10 +59,14 @@ def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, s
     for i, raw in enumerate(blocks, 1):
         try:
             obj = _STRICT.decode(raw)
+        except RecursionError:
+            return [], text, f"{_where(i, blocks)} {_TOO_DEEP}"
         except json.JSONDecodeError as e:
             return [], text, f"{_where(i, blocks)} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})"
         except ValueError as e:
             return [], text, f"{_where(i, blocks)} is not valid JSON: {e}"
+        if raw.count("[") + raw.count("{") > MAX_DEPTH and _depth(obj) > MAX_DEPTH:  # counts are cheap
+            return [], text, f"{_where(i, blocks)} {_TOO_DEEP}"
         if not isinstance(obj, dict):
             return [], text, (f'{_where(i, blocks)} must be a JSON object with "name" and "arguments", '
                               f'got {type(obj).__name__}')
@@ -69,6 +79,21 @@ def _calls(blocks: list[str], text: str) -> tuple[list[tuple[str, dict]], str, s
                               f'got {type(args).__name__}')
         calls.append((name.strip(), args))
     return calls, text, None
+
+
+def _depth(obj: Any) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = v.values()
+        elif not isinstance(v, list):
+            continue
+        deepest = max(deepest, d)
+        if d <= MAX_DEPTH:  # deeper than that is all a caller needs to know
+            stack.extend((x, d + 1) for x in v)
+    return deepest
 
 
 def scan_calls(reply: str) -> tuple[list[tuple[str, dict]], str, str | None]:

@@ -23,7 +23,15 @@ from typing import Any
 
 from envs.toolcall.bfcl.suite import answers, entries, render_messages, specs
 from envs.toolcall.bfcl.suite import tools_for as tools_for  # re-exported (`x
-from envs.toolcall.episode import ParsingEpisode, Turn, call_key, end_turn, error_turn
+from envs.toolcall.episode import (
+    ParsingEpisode,
+    ReplyCaps,
+    Turn,
+    call_key,
+    capped_results,
+    end_turn,
+    error_turn,
+)
 from envs.toolcall.parse import ToolCall, render_calls, render_tool_responses
 from envs.toolcall.validate import check_calls
 from nextstate.types import NextState, Task
@@ -86,11 +94,13 @@ def _is_error(result: str) -> bool:
 
 def start_episode(task: Task, env) -> "MultiTurnEpisode":
     c = env.config
-    return MultiTurnEpisode(task, c.bfcl_checker_model, c.obs_max_chars, c.bfcl_max_steps_per_turn)
+    return MultiTurnEpisode(task, c.bfcl_checker_model, c.obs_max_chars, c.bfcl_max_steps_per_turn,
+                            ReplyCaps.of(c))
 
 
 class MultiTurnEpisode(ParsingEpisode):
-    def __init__(self, task: Task, checker_model: str, obs_max_chars: int, max_steps_per_turn: int):
+    def __init__(self, task: Task, checker_model: str, obs_max_chars: int, max_steps_per_turn: int,
+                 caps: ReplyCaps):
         self.task = task
         self.category = task.data["category"]
         self.entry = entries(self.category, False)[task.task_id]
@@ -100,6 +110,7 @@ class MultiTurnEpisode(ParsingEpisode):
         self.model = f"nextstate_{next(_serial)}"  # checker_model only matters to the AST checker
         self.obs_max_chars = obs_max_chars
         self.max_steps_per_turn = max_steps_per_turn
+        self.caps = caps
         self.turn = 0
         self.steps_in_turn = 0
         self.decoded: list[list[list[str]]] = [[]]  # per turn, per step: BFCL call strings
@@ -129,8 +140,18 @@ class MultiTurnEpisode(ParsingEpisode):
             strings, self.entry["initial_config"], self.entry["involved_classes"], self.model, self.task.task_id,
             long_context="long_context" in self.category, is_evaL_run=False)
         self.decoded[self.turn].append(strings)
-        text = render_tool_responses(list(results), self.obs_max_chars)
+        # bfcl-eval runs the calls as one batch, in process (milliseconds): the result size is capped
+        # here, after the fact; the time cap has nothing slow to stop
+        blocks = [render_tool_responses([r], self.obs_max_chars) for r in results]
+        text = "\n".join(blocks)
         errors = sum(_is_error(r) for r in results)
+        if len(text.encode("utf-8")) > self.caps.max_obs_bytes:
+            reason = (f"the reply's tool results came to more than {self.caps.max_obs_bytes} bytes, "
+                      "the limit per reply")
+            capped = capped_results(blocks, len(blocks), reason, self.caps.max_obs_bytes)
+            ns = NextState(kind="error", text=capped, fields={"calls": strings, "errors": errors, "turn": self.turn})
+            return Turn(ns, f"[error] {capped}", done=self._count_step(),
+                        step_label={"well_formed": True, "executed_ok": False, "matches_reference": False})
         expected = {call_key(c) for c in self.reference[self.turn]}
         _, type_problem = check_calls(canon, self.specs)
         label = {"well_formed": type_problem is None, "executed_ok": errors == 0,

@@ -16,13 +16,14 @@ from envs.toolcall.bfcl.check import check_single
 from envs.toolcall.bfcl.suite import reference_actions as reference_actions  # re-exported (`x
 from envs.toolcall.bfcl.suite import specs
 from envs.toolcall.bfcl.suite import tools_for as tools_for  # finds both here
-from envs.toolcall.episode import Turn
-from envs.toolcall.parse import parse_reply, render_tool_responses
+from envs.toolcall.episode import ReplyCaps, Turn
+from envs.toolcall.parse import parse_reply, render_tool_responses, scan_calls
 from envs.toolcall.validate import check_calls
 from nextstate.types import NextState, Task
 
 RECORDED = "recorded; BFCL single-turn calls are graded, not executed"
 NO_CALL_TEXT = "(answered without a tool call)"
+TOO_MANY_CALLS = "nextstate:too_many_calls"  # the error type of a reply over the caps
 MEMO_SIZE = 50_000  # judged replies kept; the least recently used go first
 
 
@@ -80,23 +81,30 @@ judge_memo = functools.lru_cache(maxsize=MEMO_SIZE)(judge)
 
 def start_episode(task: Task, env) -> "SingleTurnEpisode":
     config = env.config
-    return SingleTurnEpisode(task, config.bfcl_checker_model, config.obs_max_chars)
+    return SingleTurnEpisode(task, config.bfcl_checker_model, config.obs_max_chars, ReplyCaps.of(config))
 
 
 class SingleTurnEpisode:
-    """One reply, graded: the episode ends on it, whatever it is."""
+    """One reply, graded: the episode ends on it, whatever it is. A reply with more calls than the
+    caps allow is refused unjudged (no BFCL answer has that many calls, so it would fail anyway)."""
 
-    def __init__(self, task: Task, checker_model: str, obs_max_chars: int):
+    def __init__(self, task: Task, checker_model: str, obs_max_chars: int, caps: ReplyCaps):
         self.task = task
         self.category = task.data["category"]
         self.checker_model = checker_model
         self.obs_max_chars = obs_max_chars
+        self.caps = caps
         self.judged: Judged | None = None
 
     def first_observation(self) -> str:
         return self.task.instruction
 
     def _judge(self, reply: str) -> Judged:
+        # counting tags is cheap; only a reply that may be over the cap is parsed to be sure
+        if isinstance(reply, str) and reply.count("<tool_call>") > self.caps.max_calls:
+            too_many = self.caps.too_many_calls(len(scan_calls(reply)[0]))
+            if too_many:
+                return Judged(NextState("error", too_many), False, TOO_MANY_CALLS, f"{TOO_MANY_CALLS}: {too_many}")
         args = (self.category, self.task.task_id, self.checker_model, self.obs_max_chars, reply)
         return judge_memo(*args) if isinstance(reply, str) else judge(*args)  # a non-text reply is no key
 
