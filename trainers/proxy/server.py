@@ -17,7 +17,6 @@ stops (0 = until Ctrl-C). The URL is printed and written to `<run_dir>/proxy.jso
 from __future__ import annotations
 
 import hmac
-import json
 import os
 import queue
 import sys
@@ -25,7 +24,6 @@ import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
@@ -38,6 +36,7 @@ from nextstate.config import typed
 from nextstate.types import Trajectory
 from trainers.async_loops import AsyncLoops, Gate, Stopped, UpdateReport
 from trainers.async_train import AsyncTrainConfig, record_update
+from trainers.proxy.http import make_handler, openai_error
 from trainers.proxy.journal import SessionJournal
 from trainers.proxy.openai_wire import (
     BadRequest,
@@ -120,14 +119,14 @@ class Proxy:
     def chat(self, body, headers) -> tuple[int, dict | Iterator[bytes], dict]:
         """(HTTP status, JSON body or server-sent events, extra headers) for one chat-completions request."""
         if not isinstance(body, dict):
-            return 400, _error("the body must be a JSON object"), {}
+            return 400, openai_error("the body must be a JSON object"), {}
         if not self.gate.is_open:
-            return 503, _error("the policy's weights are being updated; retry in a moment", "unavailable"), \
+            return 503, openai_error("the policy's weights are being updated; retry in a moment", "unavailable"), \
                 {"Retry-After": "1"}
         try:
             req = self._request(body, headers)
         except BadRequest as e:
-            return 400, _error(str(e)), {}
+            return 400, openai_error(str(e)), {}
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
         if body.get("stream"):
             return 200, self._streamed(req, version), {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -193,82 +192,6 @@ class Proxy:
         return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,
                 "open_sessions": self.book.open_sessions, "unanswered": self.book.unanswered,
                 "steps_waiting": self.book.steps.qsize()}
-
-
-def _error(message: str, kind: str = "invalid_request_error") -> dict:
-    return {"error": {"message": message, "type": kind}}
-
-
-def make_handler(proxy: Proxy):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def _send(self, status: int, obj, headers: dict | None = None) -> None:
-            """A JSON body, or server-sent events as they come (the connection closes after them)."""
-            headers = {"Content-Type": "application/json", **(headers or {})}
-            if not isinstance(obj, dict):
-                return self._send_events(status, obj, headers)
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _refuse_unauthorized(self) -> bool:
-            if proxy.authorized(self.headers):
-                return False
-            self._send(401, _error("a valid API key is needed: send `Authorization: Bearer <key>`", "invalid_api_key"))
-            return True
-
-        def _send_events(self, status: int, events: Iterator[bytes], headers: dict) -> None:
-            self.send_response(status)
-            for k, v in {**headers, "Connection": "close"}.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.close_connection = True
-            try:
-                for event in events:
-                    self.wfile.write(event)
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client left; its reply is not recorded
-            except Exception as e:  # headers are out: the error is the last event
-                error = _error(f"{type(e).__name__}: {e}", "server_error")
-                self.wfile.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
-            finally:
-                events.close()  # stops the policy's stream too
-
-        def do_GET(self):
-            if self.path == "/health":  # open to liveness probes; counters only
-                self._send(200, {"status": "ok", **proxy.stats()})
-            elif self._refuse_unauthorized():
-                return
-            elif self.path == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": proxy.model_name, "object": "model"}]})
-            else:
-                self._send(404, _error(f"no route GET {self.path}"))
-
-        def do_POST(self):
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # read first: the connection is reused
-            if self._refuse_unauthorized():
-                return
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                return self._send(404, _error(f"no route POST {self.path}"))
-            try:
-                body = json.loads(raw or b"{}")
-            except (json.JSONDecodeError, ValueError) as e:
-                return self._send(400, _error(f"the body is not JSON: {e}"))
-            try:
-                self._send(*proxy.chat(body, self.headers))
-            except Exception as e:  # the proxy stays up; the client learns what broke
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, _error(f"{type(e).__name__}: {e}", "server_error"))
-
-    return Handler
 
 
 def _check_signal(tr: Training) -> None:
