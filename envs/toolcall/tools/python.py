@@ -47,13 +47,18 @@ class PythonRunner:
         except SandboxError as e:
             self.close()
             raise InfraFailure(f"python sandbox: {e}") from e
-        timed_out = r.timed_out or r.exit_code in (124, 137)
+        # 137 is SIGKILL: `timeout -k` after its grace second, or the kernel's OOM killer well before
+        # the time is up (the sandbox's memory limit); the clock tells them apart.
+        out_of_memory = r.exit_code == 137 and not r.timed_out and r.seconds < t
+        timed_out = r.timed_out or r.exit_code == 124 or (r.exit_code == 137 and not out_of_memory)
         out = r.output
         if len(out) > self.max_output_chars:
             out = out[: self.max_output_chars] + f"\n[... {len(out) - self.max_output_chars} characters cut ...]"
         result = {"output": out, "exit_code": r.exit_code}
         if timed_out:
             result["error"] = f"timed out after {t:g} s"
+        elif out_of_memory:
+            result["error"] = "killed: out of memory (the sandbox's memory limit)"
         return result
 
     def new_episode(self) -> None:

@@ -46,3 +46,9 @@ def test_the_next_episode_cannot_see_what_the_last_one_left(env):
     env.reset(options={"task_id": TASK})
     after = run(env, LOOK)["output"]
     assert after == before, (before, after)  # a clean home (the image's dotfiles stay) and /tmp
+
+
+def test_a_memory_bomb_is_reported_as_out_of_memory_not_as_a_timeout(env):
+    """A memory kill (137 well inside the time limit) names memory, so the agent learns the right lesson."""
+    result = run(env, "x = bytearray(8 * 1024**3)")
+    assert result["exit_code"] == 137 and "out of memory" in result["error"], result
