@@ -140,11 +140,24 @@ class Sandbox:
         try:
             res = self._container.exec_run(wrapped, user=user, workdir=workdir or self.config.workdir,
                                            environment=environment, demux=False)
-            if res.exit_code == 126 and not self._running():  # Docker's answer from a dying container
-                raise SandboxError(f"container {self._short_id} died: {self._diagnose(RuntimeError('exec 126'))}")
+            if res.exit_code >= 126 and self._died_meanwhile():  # a kill, or Docker's answer from a dying container
+                raise SandboxError(f"container {self._short_id} died: "
+                                   f"{self._diagnose(RuntimeError(f'exec {res.exit_code}'))}")
         except _DOCKER_ERRORS as e:
             raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
         return res.exit_code, (res.output or b"").decode("utf-8", errors="replace")
+
+    def _died_meanwhile(self, wait_s: float = 1.0) -> bool:
+        """Whether the container stopped: `docker kill` ends the exec (126, 137) a moment before the
+        container's state says so, so a dead-looking exit is checked for a second before it is the
+        command's own (a test run that failed must not be filed as infra, nor a killed one as failed)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            if not self._running():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
 
     def _running(self) -> bool:
         try:

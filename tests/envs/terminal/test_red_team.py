@@ -2,8 +2,11 @@
 code or its reward must fail. Each test drives a real episode in Docker with scripted replies; the
 attack must not succeed."""
 import dataclasses
+import threading
+import time
 
 import pytest
+from docker import errors as docker_errors
 
 import envs  # noqa: F401
 from agents.base import ReplayAgent
@@ -114,3 +117,50 @@ def test_the_container_survives_the_kill_and_grading_still_works(env, terminal_c
     traj = run_episode(env, ReplayAgent([bash("(while true; do sleep 0.01 & wait; done) & disown"),
                                          oracle.act([]).text, "DONE"]), AS_ROOT, terminal_config.system_prompt)
     assert not traj.infra_failure and traj.success, traj.info.get("test_output")
+
+
+# -- faults: a container killed while the tests run is infra, never the agent's failure -------------
+class KillWhileTestsRun:
+    """Stands in for `Sandbox.run`: `delay` s after the task's tests start, the container is killed;
+    `landed` says whether the kill came before the tests returned."""
+
+    def __init__(self, sandbox, container, delay: float):
+        self.real, self.container, self.delay = sandbox.run, container, delay
+        self.timer = self.killed_at = self.returned_at = None
+
+    def kill(self) -> None:
+        self.killed_at = time.monotonic()
+        try:
+            self.container.kill()
+        except docker_errors.APIError:
+            pass  # already gone
+
+    def __call__(self, command: str, *args, **kw):
+        if "run-tests.sh" not in command:
+            return self.real(command, *args, **kw)
+        self.timer = threading.Timer(self.delay, self.kill)
+        self.timer.start()
+        try:
+            return self.real(command, *args, **kw)
+        finally:
+            self.returned_at = time.monotonic()
+
+    @property
+    def landed(self) -> bool:
+        self.timer.join()
+        return self.killed_at is not None and self.killed_at < self.returned_at
+
+
+def test_a_container_killed_during_grading_is_an_infra_failure_not_a_failed_task(env, docker):
+    """`docker kill` while the tests run ends the exec (126, 137) a moment before the container's state
+    says it stopped; before the fix 3 kills in 8 were filed as the agent's failed task."""
+    landed = []
+    for delay in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0):  # a different moment of the grading each time
+        env.reset(options={"task_id": AS_AGENT.task_id})
+        sandbox = env.unwrapped._sandbox
+        sandbox.run = killer = KillWhileTestsRun(sandbox, docker.containers.get(sandbox.container_id), delay)
+        obs, reward, terminated, truncated, info = env.step("DONE")
+        if killer.landed:
+            landed.append((delay, bool(info.get("infra_failure")), info.get("test_exit_code")))
+    assert landed, "no kill landed while the tests ran: the test proved nothing"
+    assert all(infra for _, infra, _ in landed), landed
