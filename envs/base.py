@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
+from envs.spaces import FreeText
 from nextstate.types import Task
 
 
@@ -27,6 +28,15 @@ class TaskImages:
             self.image_for(task)
             if progress is not None:
                 progress(task)
+
+
+def set_tasks(env, tasks: list[Task], none_found: str) -> None:
+    """Give an env its tasks, their index by id (for `pick_task`) and text spaces; no tasks at all is a
+    ValueError saying `none_found` (where the env looked), not an env that fails at its first reset."""
+    if not tasks:
+        raise ValueError(none_found)
+    env.tasks, env._by_id = tasks, {t.task_id: t for t in tasks}
+    env.observation_space, env.action_space = FreeText(), FreeText()
 
 
 def pick_task(env, options: dict | None, what: str) -> Task:

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from envs.base import pick_task
+from envs.base import pick_task, set_tasks
 from envs.chat.personas import load_personas
 from envs.chat.user import GIVE_UP, NO_ANSWER, load_tasks, reply_text
-from envs.spaces import FreeText
 from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
 from nextstate.types import NextState, Task
 
@@ -53,12 +52,7 @@ class ChatEnv(gym.Env[str, str]):
         if tasks is None:
             tasks = (load_tasks(root if root.is_absolute() else REPO_ROOT / root, split) if config.persona is None
                      else load_personas(config.persona, split))
-        self.tasks = tasks
-        if not self.tasks:
-            raise ValueError(f"no chat tasks in {config.persona or config.tasks_dir} (split={split})")
-        self._by_id = {t.task_id: t for t in self.tasks}
-        self.observation_space = FreeText()
-        self.action_space = FreeText()
+        set_tasks(self, tasks, f"no chat tasks in {config.persona or config.tasks_dir} (split={split})")
         self.task: Task | None = None
         self._turn = self._misses = self._met = self._first_try = self._corrections = 0
         self._first_reply: tuple[bool, ...] | None = None  # per want, for a task graded on its first reply

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from envs.base import pick_task
+from envs.base import pick_task, set_tasks
 from envs.gui.a11y import diff_trees, parse_tree
 from envs.gui.actions import GUIAction, parse_reply, pixels
 from envs.gui.apps import STATE_JS, check, load_app_tasks
@@ -49,7 +49,6 @@ from envs.gui.miniwob import (
 from envs.gui.page import ActionError, PageSession
 from envs.gui.server import StaticServer
 from envs.gui.solvers import MINIWOB_SOLVERS, SolverError, StepsSolver
-from envs.spaces import FreeText
 from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
 from nextstate.types import NextState, Task
 
@@ -91,12 +90,8 @@ class GUIEnv(gym.Env[str, str]):
         if config is None:
             config = conf_defaults("env", "gui", GUIEnvConfig)
         self.config, self.run_id = config, run_id
-        self.tasks = tasks if tasks is not None else self._load_tasks(split)
-        if not self.tasks:
-            raise ValueError(f"no GUI tasks for suite={config.suite!r} split={split}")
-        self._by_id = {t.task_id: t for t in self.tasks}
-        self.observation_space = FreeText()
-        self.action_space = FreeText()
+        set_tasks(self, tasks if tasks is not None else self._load_tasks(split),
+                  f"no GUI tasks for suite={config.suite!r} split={split}")
         out = output_dir or config.output_dir
         self.output_dir = Path(out) if out else None
         self._host = BrowserHost(BrowserOptions(

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from envs.base import pick_task
+from envs.base import pick_task, set_tasks
 from envs.sandbox import SandboxConfig, SandboxError
 from envs.sandboxed import SandboxedEpisodes, render_next_state
-from envs.spaces import FreeText
 from envs.swe.actions import Shell, parse_reply
 from envs.swe.edit import apply_edit
 from envs.swe.grading import GradeResult, grade_patch, split_patch
@@ -64,13 +63,9 @@ class SWEEnv(SandboxedEpisodes, gym.Env[str, str]):
         sandbox = sandbox or conf_defaults("sandbox", "default", SandboxConfig)
         self.config, self.run_id = config, run_id
         self.sandbox_config = dataclasses.replace(sandbox, workdir=config.workdir)
-        self.tasks = tasks if tasks is not None else load_swe_suite(
+        found = tasks if tasks is not None else load_swe_suite(
             _resolve(config.instances), split=split, default_split=config.default_split)
-        if not self.tasks:
-            raise ValueError(f"no SWE instances in {config.instances} (split={split})")
-        self._by_id = {t.task_id: t for t in self.tasks}
-        self.observation_space = FreeText()
-        self.action_space = FreeText()
+        set_tasks(self, found, f"no SWE instances in {config.instances} (split={split})")
         self._client = None
         self._shared: str | None = None
         self._images: dict[str, str] = {}

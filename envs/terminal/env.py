@@ -13,11 +13,10 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from envs.base import pick_task
+from envs.base import pick_task, set_tasks
 from envs.sandbox import SandboxConfig, SandboxError
 from envs.sandbox.images import build_image, ensure_shared_image
 from envs.sandboxed import SandboxedEpisodes, render_next_state
-from envs.spaces import FreeText
 from envs.task_formats import load_suite
 from envs.terminal.actions import parse_action
 from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
@@ -49,13 +48,9 @@ class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
         sandbox = sandbox or conf_defaults("sandbox", "default", SandboxConfig)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
         tasks_dir = Path(config.tasks_dir)
-        self.tasks = tasks if tasks is not None else load_suite(
+        found = tasks if tasks is not None else load_suite(
             tasks_dir if tasks_dir.is_absolute() else REPO_ROOT / tasks_dir, env="terminal", split=split)
-        if not self.tasks:
-            raise ValueError(f"no terminal tasks in {config.tasks_dir} (split={split})")
-        self._by_id = {t.task_id: t for t in self.tasks}
-        self.observation_space = FreeText()
-        self.action_space = FreeText()
+        set_tasks(self, found, f"no terminal tasks in {config.tasks_dir} (split={split})")
         self._client = None
         self._images: dict[str, str] = {}
         self.task: Task | None = None

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from envs.base import pick_task
+from envs.base import pick_task, set_tasks
 from envs.sandbox import Sandbox, SandboxConfig, docker_client
 from envs.sandbox.images import ensure_shared_image
-from envs.spaces import FreeText
 from envs.toolcall.episode import Episode, InfraFailure
 from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
 from nextstate.types import NextState, Task
@@ -93,12 +92,8 @@ class ToolCallEnv(gym.Env[str, str]):
         config = config or conf_defaults("env", "toolcall", ToolCallEnvConfig)
         sandbox = sandbox or conf_defaults("sandbox", "default", SandboxConfig)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
-        self.tasks = tasks if tasks is not None else load_tasks(config, split)
-        if not self.tasks:
-            raise ValueError(f"no tool-call tasks in suite {config.suite!r} (split={split})")
-        self._by_id = {t.task_id: t for t in self.tasks}
-        self.observation_space = FreeText()
-        self.action_space = FreeText()
+        set_tasks(self, tasks if tasks is not None else load_tasks(config, split),
+                  f"no tool-call tasks in suite {config.suite!r} (split={split})")
         self._client = None
         self._python = None
         self._episode: Episode | None = None
