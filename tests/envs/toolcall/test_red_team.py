@@ -3,13 +3,11 @@ the next (answers, a planted module); the next episode must start from a clean h
 
 import pytest
 
-from envs.toolcall.bundled import load_bundled
 from envs.toolcall.env import ToolCallEnv
-from tests.envs.toolcall.python_tool import run_python as run
-from tests.paths import ROOT
+from tests.envs.toolcall.helpers import SUITE
+from tests.envs.toolcall.helpers import run_python as run
 
 pytestmark = [pytest.mark.docker, pytest.mark.red_team]
-SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
 TASK = "py-fibonacci"
 
 

@@ -16,16 +16,14 @@ import envs  # noqa: F401
 from agents.base import ReplayAgent
 from agents.rollout import run_episode
 from envs.toolcall.bfcl import single as S
-from envs.toolcall.bundled import load_bundled
 from envs.toolcall.env import ToolCallEnv
 from envs.toolcall.parse import MAX_DEPTH, parse_reply, scan_calls
 from nextstate.atomic import read_jsonl
 from nextstate.leaderboard import read_rows
-from tests.paths import ROOT
+from tests.envs.toolcall.helpers import SUITE
 
 pytestmark = pytest.mark.red_team
 
-SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
 NOTES_TASK = next(t for t in SUITE if t.data["toolsets"] == ("notes",))
 PYTHON_TASK = "py-fibonacci"
 DEPTH = 100_000
@@ -38,18 +36,6 @@ def call(name: str, **arguments) -> str:
 def deep_reply(depth: int = DEPTH) -> str:
     return ('<tool_call>{"name": "search_notes", "arguments": {"query": ' + "[" * depth + "]" * depth
             + "}}</tool_call>")
-
-
-@pytest.fixture(scope="module")
-def config(env_config):
-    return env_config("toolcall")
-
-
-@pytest.fixture(scope="module")
-def env(config, sandbox_config):
-    e = ToolCallEnv(config, sandbox_config, tasks=SUITE, run_id="pytest-red-team-toolcall")
-    yield e
-    e.close()
 
 
 def capped_env(config, sandbox_config, **caps) -> ToolCallEnv:

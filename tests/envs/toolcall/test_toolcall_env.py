@@ -7,28 +7,15 @@ import envs  # noqa: F401
 from agents.base import NoopAgent, OracleAgent, ReplayAgent
 from agents.rollout import run_episode
 from envs.limits import EpisodeLimits
-from envs.toolcall.bundled import load_bundled, task_tools
-from envs.toolcall.env import ToolCallEnv, ToolCallEnvConfig
+from envs.toolcall.bundled import task_tools
+from envs.toolcall.env import ToolCallEnv
 from envs.toolcall.tools import toolsets
 from envs.toolcall.validate import check_calls
-from tests.paths import ROOT
+from tests.envs.toolcall.helpers import SUITE
 
-SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
 NO_DOCKER = [t for t in SUITE if "python" not in t.data["toolsets"]]
 STATE_TASK = "store-cancel-and-restore"  # graded on state only
 ANSWER_TASK = "store-order-total-question"  # graded on the answer only
-
-
-@pytest.fixture(scope="module")
-def config(env_config) -> ToolCallEnvConfig:
-    return env_config("toolcall")
-
-
-@pytest.fixture(scope="module")
-def env(config, sandbox_config):
-    e = ToolCallEnv(config, sandbox_config, tasks=SUITE, run_id="pytest-toolcall")
-    yield e
-    e.close()
 
 
 def test_suite_shape():

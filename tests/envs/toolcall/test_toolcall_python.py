@@ -7,13 +7,11 @@ import pytest
 
 from agents.base import OracleAgent
 from agents.rollout import run_episode
-from envs.toolcall.bundled import load_bundled
 from envs.toolcall.env import ToolCallEnv
-from tests.envs.toolcall.python_tool import run_python as run
-from tests.paths import ROOT
+from tests.envs.toolcall.helpers import SUITE
+from tests.envs.toolcall.helpers import run_python as run
 
 pytestmark = pytest.mark.docker
-SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
 PYTHON_TASKS = [t for t in SUITE if "python" in t.data["toolsets"]]
 TASK = "py-fibonacci"
 

@@ -1,5 +1,10 @@
-"""Calling the `run_python` tool of a tool-call env as an agent does, and reading its JSON result."""
+"""What the tool-call tests share: the bundled suite, and calling the `run_python` tool as an agent does."""
 import json
+
+from envs.toolcall.bundled import load_bundled
+from tests.paths import ROOT
+
+SUITE = load_bundled(ROOT / "envs" / "tasks" / "toolcall")
 
 
 def run_python(env, code: str) -> dict:
