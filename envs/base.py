@@ -1,10 +1,32 @@
 """The contract between an env and the harness, beyond Gymnasium's reset/step."""
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
+
+import gymnasium as gym
 
 from envs.spaces import FreeText
+from nextstate.config import conf_defaults
 from nextstate.types import Task
+
+C = TypeVar("C")
+
+
+class TextEnv(gym.Env[str, str]):
+    """What every NextState env shares: text observations and actions, no render modes, and whether a
+    reset seed changes an episode (see `NextStateEnv.seed_shapes_episodes`)."""
+
+    metadata = {"render_modes": []}
+    seed_shapes_episodes = False
+
+
+def given_or_default(name: str, cls: type[C], config: C | None, sandbox=None):
+    """(config, sandbox config): the ones given, else the values in conf/env/<name>.yaml and
+    conf/sandbox/default.yaml, so `gymnasium.make("nextstate/X-v0")` with no arguments works."""
+    from envs.sandbox import SandboxConfig
+
+    return (config if config is not None else conf_defaults("env", name, cls),
+            sandbox if sandbox is not None else conf_defaults("sandbox", "default", SandboxConfig))
 
 
 class TaskImages:

@@ -2,39 +2,51 @@
 mode=eval|train|async|proxy|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
-from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 import envs  # noqa: F401  (registers the environments)
-from agents.factory import agent_factory, serve_policy
-from agents.pool import EnvPool
-from agents.serving.backend import BackendConfig
-from envs.make import env_maker
-from envs.sandbox import docker_client, reap_orphans, wait_for_background_removals
-from harness.evaluate import evaluate
-from harness.reports.console import print_summary
+from envs.sandbox import docker_client, reap_orphans
 from harness.reports.plots import write_sweep_plot
 from harness.resume import already_finished, check_resumable, recorded_config, resume_command
 from nextstate.atomic import write_text_atomic
-from nextstate.config import REPO_ROOT, model_config, run_config, typed
+from nextstate.config import REPO_ROOT, run_config
 from nextstate.leaderboard import file_pending_row
-from trainers.curriculum import without_tags
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What `mode=<name>` runs: `main(cfg, run_dir) -> metrics`, imported when the mode runs (training
+    pulls in torch), and what the app does around it."""
+
+    main: str  # "module:function"
+    finishes: bool  # writes metrics.json at the end: a finished run dir is returned as it is
+    sweep_plot: bool  # a point of a Hydra sweep's success-vs-samples plot
+
+    def load(self) -> Callable[[DictConfig, Path], dict]:
+        module, name = self.main.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+MODES = {
+    "eval": Mode("harness.eval_run:eval_main", finishes=True, sweep_plot=False),
+    "train": Mode("trainers.sync:train_main", finishes=True, sweep_plot=True),
+    "async": Mode("trainers.async_train:async_main", finishes=True, sweep_plot=True),
+    "proxy": Mode("trainers.proxy.server:proxy_main", finishes=False, sweep_plot=False),
+    "sft": Mode("trainers.sft_run:sft_main", finishes=False, sweep_plot=False),
+}
 
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
     raise KeyboardInterrupt(f"signal {signum}")
-
-
-def select_tasks(env, limit: int | None, exclude_tags=None):
-    """The env's tasks (already narrowed to the split it was made with), less excluded tags, first `limit`."""
-    tasks = without_tags(env.unwrapped.tasks, exclude_tags)
-    return tasks[:limit] if limit else tasks
 
 
 def run_dir_of(cfg: DictConfig) -> Path:
@@ -57,6 +69,9 @@ def _plotting_sweep(metrics: dict) -> dict:
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     run_config(cfg)
+    mode = MODES.get(cfg.mode.name)
+    if mode is None:
+        raise SystemExit(f"mode={cfg.mode.name} is not available ({' | '.join(MODES)})")
     if cfg.limit is not None and cfg.mode.name != "eval":  # training reads its own eval_limit
         raise SystemExit(f"limit={cfg.limit} selects the tasks of mode=eval; use mode.eval_limit={cfg.limit}")
     run_dir = run_dir_of(cfg)
@@ -72,52 +87,13 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] removed {len(removed)} container(s) left by dead runs: {sorted(set(removed))}")
     if file_pending_row(run_dir):  # a run killed between its metrics.json and its leaderboard row
         print(f"[nextstate] {run_dir}: filed the leaderboard row the earlier run left pending")
-    done = already_finished(cfg, run_dir) if cfg.mode.name in ("eval", "train", "async") else None
+    done = already_finished(cfg, run_dir) if mode.finishes else None
     if done is not None:
         print(f"[nextstate] {run_dir} already finished (delete its metrics.json to run it again)")
         return done
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(recorded_config(cfg)))
-    if cfg.mode.name == "train":
-        from trainers.sync import train_main
-
-        return _plotting_sweep(train_main(cfg, run_dir))
-    if cfg.mode.name == "async":
-        from trainers.async_train import async_main
-
-        return _plotting_sweep(async_main(cfg, run_dir))
-    if cfg.mode.name == "proxy":
-        from trainers.proxy.server import proxy_main
-
-        return proxy_main(cfg, run_dir)
-    if cfg.mode.name == "sft":
-        from trainers.sft_run import sft_main
-
-        return sft_main(cfg, run_dir)
-    if cfg.mode.name != "eval":
-        raise SystemExit(f"mode={cfg.mode.name} is not available (eval | train | async | proxy | sft)")
-    split = None if cfg.split == "all" else cfg.split
-    make_env, env_cfg = env_maker(cfg, run_dir, split)
-    pool = EnvPool(make_env)
-    model_cfg = model_config(cfg.model)
-    with ExitStack() as stack:
-        stack.callback(wait_for_background_removals)
-        stack.callback(pool.close)
-        policy = None
-        if cfg.agent.get("served"):
-            policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
-                                                      cfg.paths.cache_dir, log_path=run_dir / "server.log"))
-        tasks = select_tasks(pool.get(), cfg.limit, cfg.get("exclude_tags"))
-        make_agent = agent_factory(OmegaConf.to_container(cfg.agent, resolve=True), policy)
-        result = evaluate(
-            pool, make_agent, tasks, run_dir=run_dir,
-            system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
-            leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
-            row_fields={"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "split": cfg.split,
-                        "agent": cfg.agent.name, "model": model_cfg.name if policy else "-",
-                        "signal": "none"},
-        )
-    print_summary(result)
-    return result.metrics
+    metrics = mode.load()(cfg, run_dir)
+    return _plotting_sweep(metrics) if mode.sweep_plot else metrics
 
 
 @hydra.main(config_path=str(REPO_ROOT / "conf"), config_name="config", version_base=None)

@@ -37,7 +37,7 @@ def sft_samples(trajs: list[Trajectory], tokenizer, tools_of, render) -> list[Sa
 def sft_loss(model, batch: list[Sample]) -> torch.Tensor:
     """Mean negative log-likelihood of the response tokens (token-mean within a sample, then mean
     over samples, as the RL losses aggregate)."""
-    from trainers.losses import masked_sample_mean
+    from trainers.masked import masked_sample_mean
     from trainers.update import sequence_logprobs
 
     lp, mask = sequence_logprobs(model, batch, 1.0)

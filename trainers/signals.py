@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from nextstate.types import Judgement, Sample, Step, Trajectory
-from trainers.losses import combined_advantage, grpo_outcome_advantages, stepwise_standardize
+from trainers.advantages import combined_advantage, grpo_outcome_advantages, stepwise_standardize
 
 
 @dataclass
@@ -108,7 +108,7 @@ def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> 
 
 
 def build_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
-    if cfg.name == "outcome":
+    if not (cfg.use_prm or cfg.use_opd):  # the outcome signal: no judge, no hint
         return outcome_samples(steps, trajs)
     no_rl = ([0.0] * len(steps), [False] * len(steps))
     rl_adv, rl_keep = prm_step_advantages(steps, cfg.baseline) if cfg.use_prm else no_rl

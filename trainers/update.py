@@ -110,7 +110,7 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
             T = lp.shape[1]
             old = _pad([s.old_logprobs for s in mb], T).to(device)
             adv = _pad([s.advantages for s in mb], T).to(device)
-            pg_loss, pg = ppo_clipped_loss(lp, old, adv, mask, cfg.eps_low, cfg.eps_high)
+            pg_loss, pg = ppo_clipped_loss(lp, old, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
             loss = pg_loss
             opd_kl = topk_opd_loss(logp[0], mb, mask) if topk else torch.zeros(())
             loss = loss + opd_kl

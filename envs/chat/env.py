@@ -21,12 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
-from envs.base import pick_task, set_tasks
+from envs.base import TextEnv, given_or_default, pick_task, set_tasks
 from envs.chat.personas import load_personas
 from envs.chat.user import GIVE_UP, NO_ANSWER, load_tasks, reply_text
-from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
+from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 
@@ -37,14 +35,10 @@ class ChatEnvConfig(EnvConfig):
     persona: str | None  # None: the sessions in tasks_dir; else persona suites (a name, "a,b" or "all")
 
 
-class ChatEnv(gym.Env[str, str]):
-    metadata = {"render_modes": []}
-    seed_shapes_episodes = False
-
+class ChatEnv(TextEnv):
     def __init__(self, config: ChatEnvConfig | None = None, sandbox=None, *, tasks: list[Task] | None = None,
                  split: str | None = None, run_id: str = "adhoc"):
-        if config is None:
-            config = conf_defaults("env", "chat", ChatEnvConfig)
+        config, _ = given_or_default("chat", ChatEnvConfig, config, sandbox)
         if config.patience < 1:
             raise ValueError(f"env.patience must be at least 1, got {config.patience}")
         self.config, self.run_id = config, run_id

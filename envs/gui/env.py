@@ -26,15 +26,11 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
-from envs.base import pick_task, set_tasks
-from envs.gui.a11y import diff_trees, parse_tree
-from envs.gui.actions import GUIAction, parse_reply, pixels
+from envs.base import TextEnv, given_or_default, pick_task, set_tasks
+from envs.gui.actions import GUIAction, parse_reply
 from envs.gui.apps import STATE_JS, check, load_app_tasks
 from envs.gui.browser import BrowserDied, BrowserHost, BrowserOptions
 from envs.gui.miniwob import (
@@ -42,14 +38,14 @@ from envs.gui.miniwob import (
     METADATA_JS,
     START_JS,
     html_dir,
-    is_success,
     load_miniwob_tasks,
     window_and_clip,
 )
+from envs.gui.oracle import GUIOracle
 from envs.gui.page import ActionError, PageSession
 from envs.gui.server import StaticServer
-from envs.gui.solvers import MINIWOB_SOLVERS, SolverError, StepsSolver
-from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
+from envs.gui.transitions import first_line, miniwob_verdict, over_cap, page_next_state, render_obs
+from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 
@@ -77,20 +73,33 @@ class GUIEnvConfig(EnvConfig):
     scroll_max_px: int
 
 
+def load_gui_tasks(config: GUIEnvConfig, split: str | None) -> list[Task]:
+    """The tasks of `config.suite`: MiniWoB's pages, the bundled apps, or both."""
+    suite = config.suite
+    if suite not in ("miniwob", "apps", "all"):
+        raise ValueError(f"unknown GUI suite {suite!r}; choose miniwob, apps or all")
+    apps_dir = Path(config.apps_dir)
+    apps_dir = apps_dir if apps_dir.is_absolute() else REPO_ROOT / apps_dir
+    tasks = []
+    if suite in ("apps", "all"):
+        tasks += load_app_tasks(apps_dir, split)
+    if suite in ("miniwob", "all"):
+        tasks += load_miniwob_tasks(split)
+    return tasks
+
+
 class _StartError(RuntimeError):
     pass
 
 
-class GUIEnv(gym.Env[str, str]):
-    metadata = {"render_modes": []}
+class GUIEnv(GUIOracle, TextEnv):
     seed_shapes_episodes = True  # MiniWoB seeds each page's random content
 
     def __init__(self, config: GUIEnvConfig | None = None, sandbox=None, *, tasks: list[Task] | None = None,
                  split: str | None = None, run_id: str = "adhoc", output_dir: str | Path | None = None):
-        if config is None:
-            config = conf_defaults("env", "gui", GUIEnvConfig)
+        config, _ = given_or_default("gui", GUIEnvConfig, config, sandbox)
         self.config, self.run_id = config, run_id
-        set_tasks(self, tasks if tasks is not None else self._load_tasks(split),
+        set_tasks(self, tasks if tasks is not None else load_gui_tasks(config, split),
                   f"no GUI tasks for suite={config.suite!r} split={split}")
         out = output_dir or config.output_dir
         self.output_dir = Path(out) if out else None
@@ -107,19 +116,6 @@ class GUIEnv(gym.Env[str, str]):
         self._step = 0
         self._shots: Path | None = None
         self._final: tuple[float, dict] | None = None
-
-    def _load_tasks(self, split: str | None) -> list[Task]:
-        suite = self.config.suite
-        if suite not in ("miniwob", "apps", "all"):
-            raise ValueError(f"unknown GUI suite {suite!r}; choose miniwob, apps or all")
-        apps_dir = Path(self.config.apps_dir)
-        apps_dir = apps_dir if apps_dir.is_absolute() else REPO_ROOT / apps_dir
-        tasks = []
-        if suite in ("apps", "all"):
-            tasks += load_app_tasks(apps_dir, split)
-        if suite in ("miniwob", "all"):
-            tasks += load_miniwob_tasks(split)
-        return tasks
 
     # -- plumbing -------------------------------------------------------------------------------
     def _url(self, task: Task) -> str:
@@ -212,13 +208,13 @@ class GUIEnv(gym.Env[str, str]):
                 self._open, self.task, self.seed_used, url, self._shot_path())
         except Exception as e:  # noqa: BLE001  (the browser or the page failed us, not the agent)
             self._session, self.goal, tree, shot = None, "", "", None
-            info.update(infra_failure=True, infra_reason=f"{type(e).__name__}: {_first_line(e)}")
+            info.update(infra_failure=True, infra_reason=f"{type(e).__name__}: {first_line(e)}")
         else:
             if self.config.prewarm:
                 (w, h), _ = self._geometry(self.task)
                 self._host.prewarm(url, w, h)
         info.update(setup_s=time.monotonic() - t0, screenshot=shot)
-        return self._render_obs(f"Goal: {self.goal}", tree), info
+        return render_obs(f"Goal: {self.goal}", tree, self.config.obs_max_chars), info
 
     def step(self, action: str):
         if self.task is None:
@@ -234,7 +230,7 @@ class GUIEnv(gym.Env[str, str]):
         info: dict = {}
         if parsed.action is not None:
             act = parsed.action
-            over = self._over_cap(act)
+            over = over_cap(act, self.config)
             if over:
                 return self._error(over)
             if act.ref is not None and act.ref not in self._session.tree_refs:
@@ -250,18 +246,18 @@ class GUIEnv(gym.Env[str, str]):
                 return self._error(str(e))
             except Exception as e:  # noqa: BLE001  (a Playwright error from the action: timeout, detached ...)
                 if not self._host.connected:
-                    return self._infra_failure(_first_line(e))
-                return self._error(f"{act.render()} failed: {_first_line(e)}")
-            ns, text = self._next_state(act, old, tree, shot, meta, dialogs)
+                    return self._infra_failure(first_line(e))
+                return self._error(f"{act.render()} failed: {first_line(e)}")
+            ns, text = page_next_state(act, old, tree, shot, meta, dialogs, self.config.diff_max_lines)
             info["next_state"] = ns
             if ns.fields["task_ended"]:  # the page ended the episode: its reward is the verdict
                 obs = text
                 parsed = type(parsed)(action=act, done=True)
-                raw, final = _miniwob_verdict(meta)  # already read with the action: no second read
+                raw, final = miniwob_verdict(meta)  # already read with the action: no second read
                 self._final = (raw, {**final, "verify_s": 0.0})
             else:
                 info["step_label"] = {"page_changed": bool(ns.fields["added"] or ns.fields["removed"])}
-                obs = self._render_obs(text, tree)
+                obs = render_obs(text, tree, self.config.obs_max_chars)
         else:
             ns = NextState(kind="page", text="done()", fields={"action": "done()"})
             info["next_state"] = ns
@@ -274,45 +270,6 @@ class GUIEnv(gym.Env[str, str]):
             return obs, 0.0, True, False, info
         return obs, outcome, True, False, info
 
-    def _over_cap(self, act: GUIAction) -> str | None:
-        """Why `act` does more than one action may (the agent's doing, told as an error), or None."""
-        c = self.config
-        if act.name == "type" and len(act.text or "") > c.type_max_chars:
-            return (f"type() text is {len(act.text)} characters; at most {c.type_max_chars} per action: "
-                    "nothing was typed")
-        if act.name == "press" and len(act.text or "") > c.press_max_chars:
-            return (f"press() takes one key or combination (e.g. Control+A), at most {c.press_max_chars} "
-                    f"characters; got {len(act.text)}: nothing was pressed")
-        if act.name == "scroll" and max(abs(act.dx), abs(act.dy)) > c.scroll_max_px:
-            return (f"scroll() by at most {c.scroll_max_px} pixels each way per action; got "
-                    f"({pixels(act.dx)}, {pixels(act.dy)}): nothing was scrolled")
-        return None
-
-    def _next_state(self, act: GUIAction, old: str, tree: str, shot, meta, dialogs) -> tuple[NextState, str]:
-        d = diff_trees(old, tree, self.config.diff_max_lines)
-        ended = bool(meta and meta.get("done"))
-        if ended:
-            reason = f" ({meta['reason']})" if meta.get("reason") else ""
-            head = f"{act.render()}: the task ended with reward {float(meta['raw_reward']):.2f}{reason}"
-        elif d.changed:
-            head = f"{act.render()}: the page changed (+{d.added} -{d.removed} lines)"
-        else:
-            head = f"{act.render()}: nothing changed on the page"
-        parts = [head] + [f"dialog {m}" for m in dialogs]
-        if d.text:
-            parts.append(d.text)
-        text = "\n".join(parts)
-        ns = NextState(kind="page", text=text, fields={
-            "action": act.render(), "added": d.added, "removed": d.removed, "screenshot": shot,
-            "dialogs": dialogs, "task_ended": ended})
-        return ns, text
-
-    def _render_obs(self, head: str, tree: str) -> str:
-        budget = max(200, self.config.obs_max_chars - len(head) - 16)
-        if len(tree) > budget:
-            tree = tree[:budget] + f"\n[... {len(tree) - budget} more characters of the page cut ...]"
-        return f"{head}\n\n[page]\n{tree}" if tree else head
-
     def finalize(self) -> tuple[float, dict]:
         """Grade the episode once: MiniWoB's raw reward, or the app's state against the task's
         expectations. Idempotent."""
@@ -323,70 +280,20 @@ class GUIEnv(gym.Env[str, str]):
         t0 = time.monotonic()
         try:
             if self.task.data["suite"] == "miniwob":
-                raw, info = _miniwob_verdict(self._host.run(self._read, METADATA_JS))
+                raw, info = miniwob_verdict(self._host.run(self._read, METADATA_JS))
             else:
                 state = self._host.run(self._read, STATE_JS)
                 failed = ["the app exposes no state"] if state is None else check(state, self.task.data["expect"])
                 raw = 0.0 if failed else 1.0
                 info = {"outcome": raw, "success": not failed, "check_failed": failed[:10]}
         except Exception as e:  # noqa: BLE001
-            reason = str(e) if isinstance(e, BrowserDied) else f"grading failed: {_first_line(e)}"
+            reason = str(e) if isinstance(e, BrowserDied) else f"grading failed: {first_line(e)}"
             self._final = (0.0, {"infra_failure": True, "infra_reason": reason})
             self._close_session()
             return self._final
         info["verify_s"] = time.monotonic() - t0
         self._final = (raw, info)
         return self._final
-
-    # -- oracle ------------------------------------------------------------------------------------
-    def _solver(self, task: Task):
-        if task.data["suite"] == "miniwob":
-            return MINIWOB_SOLVERS.get(task.task_id)
-        steps = task.data.get("solution") or []
-        return StepsSolver(steps) if steps else None
-
-    async def _solve(self, task: Task, seed: int, url: str, solver) -> list[str]:
-        session, goal, _, _ = await self._open(task, seed, url, None)
-        history: list[str] = []
-        try:
-            for _ in range(self.config.oracle_max_steps):
-                reply = solver(goal, parse_tree(session.tree), history)
-                if reply is None:
-                    break
-                parsed = parse_reply(reply)
-                if parsed.action is None:
-                    raise SolverError(f"the solver produced {reply!r}: {parsed.error}")
-                await session.act(parsed.action)
-                history.append(reply)
-                if task.data["suite"] == "miniwob" and (await session.page.evaluate(METADATA_JS))["done"]:
-                    break
-                await session.observe(None)
-        finally:
-            await session.tab.close()
-        return history
-
-    def reference_actions(self, task: Task) -> list[str]:
-        """The scripted solver's replies for this episode, or ["done()"] where no solver exists.
-
-        The solver runs on a private copy of the current episode (same page, same seed: pages and
-        refs are deterministic) and its actions are returned for the oracle to replay here. Called
-        for another task than the current episode's, it solves that task's seed-0 episode."""
-        solver = self._solver(task)
-        if solver is None:
-            return ["done()"]
-        seed = self.seed_used if self.task is not None and self.task.task_id == task.task_id else 0
-        try:
-            actions = self._host.run(self._solve, task, seed, self._url(task), solver)
-        except (SolverError, ActionError) as e:
-            warnings.warn(f"no reference solution for {task.task_id}: {e}", stacklevel=2)
-            return ["done()"]
-        except Exception as e:  # noqa: BLE001  (browser trouble: the episode itself will report it)
-            warnings.warn(f"reference solution for {task.task_id} failed: {_first_line(e)}", stacklevel=2)
-            return ["done()"]
-        if self.config.prewarm and self.task is not None:
-            (w, h), _ = self._geometry(self.task)
-            self._host.prewarm(self._url(self.task), w, h)
-        return actions + ["done()"]
 
     def tools_for(self, task: Task) -> None:
         return None  # GUI agents answer in the action language, not with tool calls
@@ -423,15 +330,3 @@ class GUIEnv(gym.Env[str, str]):
         ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
         return f"[error] {ns.text}", 0.0, True, False, {"next_state": ns, "infra_failure": True,
                                                           "infra_reason": reason}
-
-
-def _miniwob_verdict(meta: dict) -> tuple[float, dict]:
-    """MiniWoB's page state (METADATA_JS) -> (outcome, info): an unfinished episode scores 0."""
-    raw = float(meta["raw_reward"]) if meta["done"] else 0.0
-    return raw, {"outcome": raw, "success": bool(meta["done"]) and is_success(raw), "raw_reward": raw,
-                 "env_reward": float(meta["env_reward"]) if meta["done"] else 0.0,
-                 "miniwob_done": bool(meta["done"]), "reason": meta.get("reason")}
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]

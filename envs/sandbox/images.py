@@ -22,7 +22,7 @@ _FROM = re.compile(r"^(\s*FROM\s+)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 def ensure_base_image(client, name: str) -> None:
     """The Debian base: pulled where a registry answers, else debootstrapped (scripts/make_base_image.sh)."""
-    if _exists(client, name):
+    if image_exists(client, name):
         return
     script = REPO_ROOT / "scripts" / "make_base_image.sh"
     proc = subprocess.run(["bash", str(script), name], capture_output=True, text=True)
@@ -30,7 +30,7 @@ def ensure_base_image(client, name: str) -> None:
         raise SandboxError(f"could not make base image {name}:\n{proc.stderr[-2000:]}")
 
 
-def _exists(client, tag: str) -> bool:
+def image_exists(client, tag: str) -> bool:
     try:
         client.images.get(tag)
         return True
@@ -78,7 +78,7 @@ def build_image(client, context: Path, tag_repo: str, *, dockerfile: str = "Dock
     base_ids = []
     for m in _FROM.finditer(text):  # name a missing local base precisely, instead of a pull error
         base = (buildargs or {}).get(m.group(2).strip("${}"), m.group(2))
-        if not _exists(client, base):
+        if not image_exists(client, base):
             try:
                 client.images.pull(base)
             except docker.errors.APIError as e:
@@ -87,7 +87,7 @@ def build_image(client, context: Path, tag_repo: str, *, dockerfile: str = "Dock
         base_ids.append(client.images.get(base).id)  # a rebuilt base invalidates what sits on it
     key = text + repr(sorted((buildargs or {}).items())) + repr(base_ids)
     tag = f"{tag_repo}:{_content_hash(context, key, exclude)}"
-    if _exists(client, tag):
+    if image_exists(client, tag):
         return tag
     try:
         client.images.build(fileobj=_build_context_tar(context, text, exclude), custom_context=True,

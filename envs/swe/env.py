@@ -15,9 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
-from envs.base import pick_task, set_tasks
+from envs.base import TextEnv, given_or_default, pick_task, set_tasks
 from envs.sandbox import SandboxConfig, SandboxError
 from envs.sandboxed import SandboxedEpisodes, render_next_state
 from envs.swe.actions import Shell, parse_reply
@@ -26,7 +24,7 @@ from envs.swe.grading import GradeResult, grade_patch, split_patch
 from envs.swe.images import ensure_swe_shared_image, instance_image
 from envs.swe.instances import load_swe_suite
 from envs.swe.oracle import reference_replies
-from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
+from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 
@@ -53,14 +51,10 @@ def _resolve(path: str) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
-class SWEEnv(SandboxedEpisodes, gym.Env[str, str]):
-    metadata = {"render_modes": []}
-    seed_shapes_episodes = False
-
+class SWEEnv(SandboxedEpisodes, TextEnv):
     def __init__(self, config: SWEEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
-        config = config or conf_defaults("env", "swe", SWEEnvConfig)
-        sandbox = sandbox or conf_defaults("sandbox", "default", SandboxConfig)
+        config, sandbox = given_or_default("swe", SWEEnvConfig, config, sandbox)
         self.config, self.run_id = config, run_id
         self.sandbox_config = dataclasses.replace(sandbox, workdir=config.workdir)
         found = tasks if tasks is not None else load_swe_suite(

@@ -21,7 +21,7 @@ import docker.errors
 from docker.utils import parse_repository_tag
 
 from envs.sandbox.errors import SandboxError
-from envs.sandbox.images import build_image, ensure_shared_image
+from envs.sandbox.images import build_image, ensure_shared_image, image_exists
 from nextstate.types import Task
 
 # `RUN <<EOF` / `RUN <<-'EOF'` / `COPY <<EOF /dest`: one heredoc per instruction, body up to DELIM
@@ -60,20 +60,12 @@ def legacy_dockerfile(text: str, context: Path) -> str:
     return _HEREDOC.sub(replace, text)
 
 
-def _exists(client, name: str) -> bool:
-    try:
-        client.images.get(name)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
 def instance_image(client, task: Task, *, shared_image: str, bundle_dockerfile: Path) -> str:
     """The image of `task` (built unless an image with the same content exists); returns the
     content-hash tag and makes sure the instance's swebench name points at it too."""
     inst, build = task.data["instance"], task.data["build"]
     if build is None:
-        if not _exists(client, inst["image"]):
+        if not image_exists(client, inst["image"]):
             raise SandboxError(
                 f"image {inst['image']} of {task.task_id} is not here and the instance has no recipe "
                 "to build it (a repo_bundle, or a task-repo Dockerfile); load it (docker load) first")

@@ -17,15 +17,7 @@ from typing import Any
 import yaml
 
 from envs.task_formats import TaskFormatError
-from envs.toolcall.episode import (
-    ParsingEpisode,
-    ReplyCaps,
-    Turn,
-    call_key,
-    capped_results,
-    end_turn,
-    error_turn,
-)
+from envs.toolcall.episode import NOT_RUN, ParsingEpisode, ReplyCaps, Turn, call_key, capped_turn, end_turn, error_turn
 from envs.toolcall.parse import ToolCall, render_calls, render_tool_responses
 from envs.toolcall.tools import Tool, ToolContext, ToolError, fresh_db, toolsets
 from envs.toolcall.validate import check_calls
@@ -96,7 +88,7 @@ def start_episode(task: Task, env) -> "BundledEpisode":
 
 class BundledEpisode(ParsingEpisode):
     def __init__(self, task: Task, python_runner, obs_max_chars: int, caps: ReplyCaps):
-        self.task = task
+        super().__init__(task, obs_max_chars, caps)
         self.tools = task_tools(task)
         self.specs = {name: t.spec() for name, t in self.tools.items()}
         if python_runner is not None and "python" in task.data["toolsets"]:
@@ -105,12 +97,7 @@ class BundledEpisode(ParsingEpisode):
             python_runner = None
         self.ctx = ToolContext(fresh_db(task.data["setup_sql"]), python_runner)
         self.reference = Counter(call_key(c) for step in task.data["reference"] for c in step)
-        self.obs_max_chars = obs_max_chars
-        self.caps = caps
         self.answer: str | None = None
-
-    def first_observation(self) -> str:
-        return self.task.instruction
 
     def _invoke(self, call: ToolCall) -> Any:
         tool = self.tools[call.name]
@@ -123,8 +110,7 @@ class BundledEpisode(ParsingEpisode):
     def on_calls(self, reply) -> Turn:
         canon, problem = check_calls(reply.calls, self.specs)
         if problem:
-            return error_turn(problem, label={"well_formed": False, "executed_ok": False,
-                                              "matches_reference": False})
+            return error_turn(problem, label=NOT_RUN)
         blocks, errors, bugs, size, stopped = [], 0, [], 0, None
         t0 = time.monotonic()
         for call in canon:
@@ -141,16 +127,13 @@ class BundledEpisode(ParsingEpisode):
             blocks.append(render_tool_responses([json.dumps(out, ensure_ascii=False)], self.obs_max_chars))
             size += len(blocks[-1].encode("utf-8")) + 1
             if size > self.caps.max_obs_bytes:
-                stopped = (f"the reply's tool results came to more than {self.caps.max_obs_bytes} bytes, "
-                           "the limit per reply")
+                stopped = self.caps.too_many_bytes()
                 break
         ran = canon[:len(blocks)]
         fields = {"calls": [c.name for c in ran], "errors": errors, **({"tool_bugs": bugs} if bugs else {})}
         if stopped:
-            text = capped_results(blocks, len(canon), stopped, self.caps.max_obs_bytes)
-            ns = NextState(kind="error", text=text, fields={**fields, "not_run": [c.name for c in canon[len(ran):]]})
-            return Turn(ns, f"[error] {text}", step_label={"well_formed": True, "executed_ok": False,
-                                                           "matches_reference": False})
+            return capped_turn(blocks, len(canon), stopped, self.caps,
+                               {**fields, "not_run": [c.name for c in canon[len(ran):]]})
         text = "\n".join(blocks)
         ns = NextState(kind="tool", text=text, fields=fields)
         label = {"well_formed": True, "executed_ok": errors == 0,
@@ -162,7 +145,7 @@ class BundledEpisode(ParsingEpisode):
         return end_turn()
 
     def on_malformed(self, reason: str) -> Turn:
-        return error_turn(reason, label={"well_formed": False, "executed_ok": False, "matches_reference": False})
+        return error_turn(reason, label=NOT_RUN)
 
     def grade(self) -> tuple[float, dict]:
         results = []

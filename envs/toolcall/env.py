@@ -28,13 +28,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
-from envs.base import pick_task, set_tasks
+from envs.base import TextEnv, given_or_default, pick_task, set_tasks
 from envs.sandbox import Sandbox, SandboxConfig, docker_client
 from envs.sandbox.images import ensure_shared_image
 from envs.toolcall.episode import Episode, InfraFailure
-from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
+from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 # task.data["kind"] -> the module that runs it (imported on first use: BFCL stays out of bundled runs);
@@ -83,14 +81,10 @@ def _module(task: Task):
     return importlib.import_module(_KINDS[task.data["kind"]])
 
 
-class ToolCallEnv(gym.Env[str, str]):
-    metadata = {"render_modes": []}
-    seed_shapes_episodes = False
-
+class ToolCallEnv(TextEnv):
     def __init__(self, config: ToolCallEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
-        config = config or conf_defaults("env", "toolcall", ToolCallEnvConfig)
-        sandbox = sandbox or conf_defaults("sandbox", "default", SandboxConfig)
+        config, sandbox = given_or_default("toolcall", ToolCallEnvConfig, config, sandbox)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
         set_tasks(self, tasks if tasks is not None else load_tasks(config, split),
                   f"no tool-call tasks in suite {config.suite!r} (split={split})")

@@ -45,6 +45,9 @@ class ReplyCaps:
     def of(cls, config) -> "ReplyCaps":
         return cls(config.max_calls_per_reply, config.max_reply_obs_bytes, config.max_reply_tool_s)
 
+    def too_many_bytes(self) -> str:
+        return f"the reply's tool results came to more than {self.max_obs_bytes} bytes, the limit per reply"
+
     def too_many_calls(self, n: int) -> str | None:
         if n <= self.max_calls:
             return None
@@ -67,6 +70,18 @@ def capped_results(blocks: list[str], n_calls: int, reason: str, max_bytes: int)
     return f"{head}\n{body_text}" if body_text else head
 
 
+NOT_RUN = {"well_formed": False, "executed_ok": False, "matches_reference": False}
+"""The step label of a reply whose calls never ran (malformed, unknown tool, bad arguments)."""
+
+
+def capped_turn(blocks: list[str], n_calls: int, reason: str, caps: ReplyCaps, fields: dict, *,
+                done: bool = False) -> Turn:
+    """The turn of a reply a cap stopped: an error next state with what ran; well-formed, not executed."""
+    text = capped_results(blocks, n_calls, reason, caps.max_obs_bytes)
+    return Turn(NextState(kind="error", text=text, fields=fields), f"[error] {text}", done=done,
+                step_label={**NOT_RUN, "well_formed": True})
+
+
 class InfraFailure(Exception):
     """The machinery behind a tool (Docker) failed: the episode ends unscored, never as a zero."""
 
@@ -83,11 +98,19 @@ class Episode(Protocol):
     def close(self) -> None: ...
 
 
-class ParsingEpisode:
+class TaskEpisode:
+    """An episode's task, its limits, and its first observation (the task's instruction)."""
+
+    def __init__(self, task: Task, obs_max_chars: int, caps: ReplyCaps):
+        self.task, self.obs_max_chars, self.caps = task, obs_max_chars, caps
+
+    def first_observation(self) -> str:
+        return self.task.instruction
+
+
+class ParsingEpisode(TaskEpisode):
     """`act` = parse, then one of the three events the episode implements (a reply with more calls
     than `caps` allows is malformed)."""
-
-    caps: ReplyCaps
 
     def act(self, reply: str) -> Turn:
         parsed = parse_reply(reply)

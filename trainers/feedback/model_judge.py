@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from agents.serving.transformers_policy import SamplingConfig
 from nextstate.types import Judgement, NextState, Step
-from trainers.losses import majority_vote, mean_valid_vote
+from trainers.advantages import majority_vote, mean_valid_vote
 
 _BOXED = re.compile(r"\\?boxed\{\s*([+-]?\d+)\s*\}")
 _HINT = re.compile(r"\[HINT_START\](.*?)\[HINT_END\]", re.DOTALL)

@@ -23,15 +23,7 @@ from typing import Any
 
 from envs.toolcall.bfcl.suite import answers, entries, render_messages, specs
 from envs.toolcall.bfcl.suite import tools_for as tools_for  # re-exported (`x
-from envs.toolcall.episode import (
-    ParsingEpisode,
-    ReplyCaps,
-    Turn,
-    call_key,
-    capped_results,
-    end_turn,
-    error_turn,
-)
+from envs.toolcall.episode import NOT_RUN, ParsingEpisode, ReplyCaps, Turn, call_key, capped_turn, end_turn, error_turn
 from envs.toolcall.parse import ToolCall, render_calls, render_tool_responses
 from envs.toolcall.validate import check_calls
 from nextstate.types import NextState, Task
@@ -101,23 +93,18 @@ def start_episode(task: Task, env) -> "MultiTurnEpisode":
 class MultiTurnEpisode(ParsingEpisode):
     def __init__(self, task: Task, checker_model: str, obs_max_chars: int, max_steps_per_turn: int,
                  caps: ReplyCaps):
-        self.task = task
+        super().__init__(task, obs_max_chars, caps)
         self.category = task.data["category"]
         self.entry = entries(self.category, False)[task.task_id]
         self.ground_truth = answers(self.category)[task.task_id]
         self.reference = reference_turns(self.category, task.task_id)
         self.specs, self.aliases = specs(self.category, task.task_id)
         self.model = f"nextstate_{next(_serial)}"  # checker_model only matters to the AST checker
-        self.obs_max_chars = obs_max_chars
         self.max_steps_per_turn = max_steps_per_turn
-        self.caps = caps
         self.turn = 0
         self.steps_in_turn = 0
         self.decoded: list[list[list[str]]] = [[]]  # per turn, per step: BFCL call strings
         self.force_quit = False
-
-    def first_observation(self) -> str:
-        return self.task.instruction
 
     def _count_step(self) -> bool:
         self.steps_in_turn += 1
@@ -131,8 +118,7 @@ class MultiTurnEpisode(ParsingEpisode):
         # a string where the doc says integer). A type mismatch still marks the step not well-formed.
         canon, problem = check_calls(reply.calls, self.specs, self.aliases, check_types=False)
         if problem:
-            return error_turn(problem, done=self._count_step(),
-                              label={"well_formed": False, "executed_ok": False, "matches_reference": False})
+            return error_turn(problem, done=self._count_step(), label=NOT_RUN)
         from bfcl_eval.model_handler.utils import convert_to_function_call
 
         strings = convert_to_function_call([{c.name: c.arguments} for c in canon])
@@ -146,12 +132,8 @@ class MultiTurnEpisode(ParsingEpisode):
         text = "\n".join(blocks)
         errors = sum(_is_error(r) for r in results)
         if len(text.encode("utf-8")) > self.caps.max_obs_bytes:
-            reason = (f"the reply's tool results came to more than {self.caps.max_obs_bytes} bytes, "
-                      "the limit per reply")
-            capped = capped_results(blocks, len(blocks), reason, self.caps.max_obs_bytes)
-            ns = NextState(kind="error", text=capped, fields={"calls": strings, "errors": errors, "turn": self.turn})
-            return Turn(ns, f"[error] {capped}", done=self._count_step(),
-                        step_label={"well_formed": True, "executed_ok": False, "matches_reference": False})
+            return capped_turn(blocks, len(blocks), self.caps.too_many_bytes(), self.caps,
+                               {"calls": strings, "errors": errors, "turn": self.turn}, done=self._count_step())
         expected = {call_key(c) for c in self.reference[self.turn]}
         _, type_problem = check_calls(canon, self.specs)
         label = {"well_formed": type_problem is None, "executed_ok": errors == 0,
@@ -170,8 +152,7 @@ class MultiTurnEpisode(ParsingEpisode):
         return Turn(NextState(kind="user", text=request, fields={"turn": self.turn}), request)
 
     def on_malformed(self, reason: str) -> Turn:
-        return error_turn(reason, done=self._count_step(),
-                          label={"well_formed": False, "executed_ok": False, "matches_reference": False})
+        return error_turn(reason, done=self._count_step(), label=NOT_RUN)
 
     def grade(self) -> tuple[float, dict]:
         turns_done = self.turn if self.turn >= len(self.ground_truth) else self.turn + 1

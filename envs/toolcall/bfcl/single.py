@@ -16,7 +16,7 @@ from envs.toolcall.bfcl.check import check_single
 from envs.toolcall.bfcl.suite import reference_actions as reference_actions  # re-exported (`x
 from envs.toolcall.bfcl.suite import specs
 from envs.toolcall.bfcl.suite import tools_for as tools_for  # finds both here
-from envs.toolcall.episode import ReplyCaps, Turn
+from envs.toolcall.episode import ReplyCaps, TaskEpisode, Turn
 from envs.toolcall.parse import parse_reply, render_tool_responses, scan_calls
 from envs.toolcall.validate import check_calls
 from nextstate.types import NextState, Task
@@ -84,20 +84,15 @@ def start_episode(task: Task, env) -> "SingleTurnEpisode":
     return SingleTurnEpisode(task, config.bfcl_checker_model, config.obs_max_chars, ReplyCaps.of(config))
 
 
-class SingleTurnEpisode:
+class SingleTurnEpisode(TaskEpisode):
     """One reply, graded: the episode ends on it, whatever it is. A reply with more calls than the
     caps allow is refused unjudged (no BFCL answer has that many calls, so it would fail anyway)."""
 
     def __init__(self, task: Task, checker_model: str, obs_max_chars: int, caps: ReplyCaps):
-        self.task = task
+        super().__init__(task, obs_max_chars, caps)
         self.category = task.data["category"]
         self.checker_model = checker_model
-        self.obs_max_chars = obs_max_chars
-        self.caps = caps
         self.judged: Judged | None = None
-
-    def first_observation(self) -> str:
-        return self.task.instruction
 
     def _judge(self, reply: str) -> Judged:
         # counting tags is cheap; only a reply that may be over the cap is parsed to be sure

@@ -5,7 +5,7 @@ import pytest
 from envs.gui.a11y import RefTable, diff_trees, parse_tree, refs_in, render_tree
 from envs.gui.actions import GUIAction, parse_reply
 from envs.gui.apps import check, load_app_tasks
-from envs.gui.browser import DISABLED_FEATURES, launch_args, playwright_disabled_features
+from envs.gui.launch_flags import DISABLED_FEATURES, launch_args, playwright_disabled_features
 from envs.gui.miniwob import html_dir, load_miniwob_tasks
 from nextstate.config import REPO_ROOT
 

@@ -64,17 +64,20 @@ def test_prose_blocks_are_noted_not_run():
     assert p.ops == (Shell("ls"),) and "not run" in p.notes[0]
 
 
-@pytest.mark.parametrize("reply,reason", [
-    ("", "empty"),
-    ("\x00\x01binary\x02\x03", "not readable"),
-    ("I think the bug is in slug.py\nbut I am not sure", "no action found"),
-    ("```python\nprint(1)\n```", "no action found"),
-    ("```bash\nls\n", "never closed"),
-    ("```edit\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n```", "needs a path"),
-    ("```edit f.py\nold\nnew\n```", "expected a line"),
-    ("```edit f.py\n<<<<<<< SEARCH\na\n>>>>>>> REPLACE\n```", "lacks"),
-    ("```edit f.py\n<<<<<<< SEARCH\n=======\nb\n>>>>>>> REPLACE\n```", "empty"),
-])
+MALFORMED = {  # reply -> what the error says
+    '': 'empty',
+    '\x00\x01binary\x02\x03': 'not readable',
+    'I think the bug is in slug.py\nbut I am not sure': 'no action found',
+    '```python\nprint(1)\n```': 'no action found',
+    '```bash\nls\n': 'never closed',
+    '```edit\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n```': 'needs a path',
+    '```edit f.py\nold\nnew\n```': 'expected a line',
+    '```edit f.py\n<<<<<<< SEARCH\na\n>>>>>>> REPLACE\n```': 'lacks',
+    '```edit f.py\n<<<<<<< SEARCH\n=======\nb\n>>>>>>> REPLACE\n```': 'empty',
+}
+
+
+@pytest.mark.parametrize("reply,reason", MALFORMED.items())
 def test_malformed_replies_are_explained(reply, reason):
     p = parse_reply(reply)
     assert p.error and reason in p.error and not p.ops and not p.submit
