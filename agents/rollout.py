@@ -13,10 +13,12 @@ import traceback
 from agents.base import Agent
 from nextstate.types import NextState, Step, Task, Trajectory
 
-# What of the last step's info a trajectory keeps: the grader's report, and a persona chat task's
-# first-reply grade (envs/chat/env.py), which the personalization score is computed from; and the
-# traceback of an env that raised.
-FINAL_INFO_KEPT = ("test_output", "first_reply_met", "first_reply_wants", "corrections", "infra_traceback")
+# What of the last step's info a trajectory keeps: the grader's report, what the agent changed of the
+# grading toolchain (envs/sandbox/integrity.py), and a persona chat task's first-reply grade
+# (envs/chat/env.py), which the personalization score is computed from; and the traceback of an env
+# that raised.
+FINAL_INFO_KEPT = ("test_output", "tampered", "first_reply_met", "first_reply_wants", "corrections",
+                   "infra_traceback")
 TRACEBACK_KEPT = 4000  # characters of an env's traceback kept in a trajectory (its tail)
 
 

@@ -2,7 +2,9 @@
 always removed (context manager + idempotent close; labels let a later run reap leftovers)."""
 from __future__ import annotations
 
+import base64
 import io
+import json
 import tarfile
 import threading
 import time
@@ -35,6 +37,7 @@ class SandboxConfig:
     async_remove: bool  # remove containers in the background so reset does not wait
 
 
+_KILL_ALL = (Path(__file__).parent / "kill_all.sh").read_text()
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
 
@@ -212,6 +215,23 @@ class Sandbox:
         except _DOCKER_ERRORS as e:
             raise SandboxError(f"download of {path} failed: {e}") from e
 
+    def changes(self) -> list[dict]:
+        """Every path changed against the image (`docker diff`: [{"Path", "Kind"}]), as the daemon sees it."""
+        try:
+            return self._container.diff() or []
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+
+    def is_dir(self, path: str) -> bool:
+        """Whether `path` is a directory, from the daemon's stat (nothing in the container runs)."""
+        api = self._container.client.api
+        try:
+            res = api.head(api._url("/containers/{0}/archive", self._container.id), params={"path": path})
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+        stat = res.headers.get("X-Docker-Container-Path-Stat")
+        return bool(stat) and bool(json.loads(base64.b64decode(stat))["mode"] & (1 << 31))
+
     def _put(self, tar_bytes: bytes, dest: str) -> None:
         try:
             self._container.exec_run(["mkdir", "-p", dest], user="root")
@@ -251,28 +271,6 @@ class Sandbox:
         except Exception as e2:  # the daemon itself may be gone
             return f"{err}; and the daemon did not answer: {e2}"
         return str(err)
-
-
-# Spares pid 1, this shell ($$), and the main process: pid 1's child with the earliest start time
-# (fields after the `(comm)` of /proc/<pid>/stat: $2 is the ppid, ${20} the start time), but only
-# under docker-init (without init, pid 1 is the main process and its children are orphans).
-_KILL_ALL = r"""
-kill -STOP -1 2>/dev/null
-main= first=
-case "$(cat /proc/1/comm)" in docker-init|tini)
-  for d in /proc/[0-9]*; do
-    read -r s < "$d/stat" 2>/dev/null || continue
-    s=${s##*) }; set -- $s
-    if [ "$2" = 1 ] && { [ -z "$first" ] || [ "${20}" -lt "$first" ]; }; then first=${20}; main=${d#/proc/}; fi
-  done;;
-esac
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  case "$p" in 1|$$|"$main") ;; *) kill -KILL "$p" 2>/dev/null;; esac
-done
-[ -n "$main" ] && kill -CONT "$main"
-true
-"""
 
 
 def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -11,15 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
-from envs.base import pick_task, set_tasks
+from envs.base import TextEnv, given_or_default, pick_task, set_tasks
 from envs.sandbox import SandboxConfig, SandboxError
 from envs.sandbox.images import build_image, ensure_shared_image
+from envs.sandbox.integrity import tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
 from envs.task_formats import load_suite
 from envs.terminal.actions import parse_action
-from nextstate.config import REPO_ROOT, EnvConfig, conf_defaults
+from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 _NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml", "task.toml",
@@ -38,14 +37,10 @@ class TerminalEnvConfig(EnvConfig):
     done_token: str
 
 
-class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
-    metadata = {"render_modes": []}
-    seed_shapes_episodes = False
-
+class TerminalEnv(SandboxedEpisodes, TextEnv):
     def __init__(self, config: TerminalEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
-        config = config or conf_defaults("env", "terminal", TerminalEnvConfig)
-        sandbox = sandbox or conf_defaults("sandbox", "default", SandboxConfig)
+        config, sandbox = given_or_default("terminal", TerminalEnvConfig, config, sandbox)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
         tasks_dir = Path(config.tasks_dir)
         found = tasks if tasks is not None else load_suite(
@@ -127,9 +122,13 @@ class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
           cwd first on sys.path, so an /app/pytest.py would have been the test runner. The bundled
           run-tests.sh scripts also call `python3 -I` (no cwd, script dir, PYTHON* variables or
           user site on sys.path).
-        What still trusts the agent's container: a root agent can rewrite the interpreter, pytest or
-        bash itself before it says DONE; only a fresh container would stop that (the SWE env grades
-        in one)."""
+        - The interpreter, pytest, the shell and the libraries the tests run with are the
+          container's: a root agent could have rewritten them. Docker's own list of what changed
+          against the image is checked first (envs/sandbox/integrity.py); a touched grading
+          toolchain scores 0, naming the paths, and the tests never run. For a root agent it is
+          checked before the kill (which runs the container's bash) and again after it (a process
+          alive until the kill could have changed something meanwhile).
+        """
         if self._graded or self._sandbox is None:
             return 0.0, {}
         self._graded = True
@@ -137,10 +136,16 @@ class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
         task, sb = self.task, self._sandbox
         clean = "rm -rf /tests /logs/verifier"
         try:
-            if (task.data.get("run_as") or self.config.user) == "root":
+            tampered = self._toolchain_tampering(sb)
+            if not tampered and (task.data.get("run_as") or self.config.user) == "root":
                 sb.kill_all_processes(then=clean)
-            else:
+                tampered = self._toolchain_tampering(sb)
+            elif not tampered:
                 sb.run(clean)
+            if tampered:
+                return 0.0, {"outcome": 0.0, "success": False, "tampered": tampered,
+                             "test_output": "not graded: the agent changed the grading toolchain: "
+                                            + "; ".join(tampered[:20]), "verify_s": time.monotonic() - t0}
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
             if task.data["format"] == "harbor":
                 code, out = sb.run("mkdir -p /logs/verifier && bash /tests/test.sh", workdir="/tests",
@@ -159,6 +164,10 @@ class TerminalEnv(SandboxedEpisodes, gym.Env[str, str]):
             return 0.0, {"infra_failure": True, "infra_reason": str(e)}
         return outcome, {"outcome": outcome, "success": outcome >= 1.0, "test_exit_code": code,
                          "test_output": out[-4000:], "verify_s": time.monotonic() - t0}
+
+    @staticmethod
+    def _toolchain_tampering(sb) -> list[str]:
+        return tampering(sb.changes(), sb.is_dir, sb.download)
 
     def reference_actions(self, task: Task) -> list[str]:
         """The task's reference solution, as the replies an agent would send."""

@@ -71,15 +71,24 @@ def test_a_forged_exit_code_does_not_reach_the_step_label(env, terminal_config):
 
 
 # -- 2. files in the agent's directory cannot shadow the test runner --------------------------------
-SHADOW = ("printf 'import sys\\nsys.exit(0)\\n' > {d}/pytest.py; cp {d}/pytest.py {d}/sitecustomize.py; "
-          "cp {d}/pytest.py {d}/usercustomize.py; "
+SHADOW = ("printf 'import sys\\nsys.exit(0)\\n' > {d}/sitecustomize.py; "
+          "cp {d}/sitecustomize.py {d}/usercustomize.py; "
           "printf 'import os\\nos._exit(0)\\n' > {d}/conftest.py; "
           "printf '[pytest]\\naddopts = --co\\n' > {d}/pytest.ini")
+PYTEST_COPY = "printf 'import sys\\nsys.exit(0)\\n' > /app/pytest.py"
 
 
 def test_a_shadowing_pytest_in_app_does_not_pass_the_tests(env, terminal_config):
+    """Start-up hooks and pytest configs in /app: the tests run from /tests with `python3 -I`."""
     traj = play(env, terminal_config, AS_AGENT, SHADOW.format(d="/app"))
     assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+    assert "tampered" not in traj.info  # nothing of the toolchain: the cwd and -I are what stop it
+
+
+def test_a_pytest_py_in_app_is_tampering(env, terminal_config):
+    """A task whose tests `cd /app && python3 -m pytest` would run /app/pytest.py: found before grading."""
+    traj = play(env, terminal_config, AS_AGENT, PYTEST_COPY)
+    assert traj.outcome == 0.0 and traj.info["tampered"] == ["added /app/pytest.py"]
 
 
 def test_a_root_agent_cannot_plant_a_conftest_in_tests(env, terminal_config):
@@ -117,6 +126,29 @@ def test_the_container_survives_the_kill_and_grading_still_works(env, terminal_c
     traj = run_episode(env, ReplayAgent([bash("(while true; do sleep 0.01 & wait; done) & disown"),
                                          oracle.act([]).text, "DONE"]), AS_ROOT, terminal_config.system_prompt)
     assert not traj.infra_failure and traj.success, traj.info.get("test_output")
+
+
+# -- 4. a root agent cannot rewrite what grades it ---------------------------------------------------
+TOOLCHAIN_ATTACKS = {
+    "python-shim": "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/python3.11",  # every python3 exits 0
+    "pth-exit": "echo 'import os; os._exit(0)' > /usr/lib/python3/dist-packages/zz.pth",  # runs at start-up
+    "path-shadow": "cp /bin/true /usr/local/bin/python3",  # earlier on PATH than /usr/bin/python3
+}
+
+
+@pytest.mark.parametrize("attack", TOOLCHAIN_ATTACKS.values(), ids=TOOLCHAIN_ATTACKS.keys())
+@pytest.mark.parametrize("task", [AS_ROOT, HARBOR_AS_ROOT], ids=["terminal-bench", "harbor"])
+def test_a_rewritten_grading_toolchain_scores_zero_and_is_named(env, terminal_config, task, attack):
+    traj = play(env, terminal_config, task, attack)
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+    assert traj.info["tampered"] and "grading toolchain" in traj.info["test_output"]
+
+
+def test_the_toolchain_attack_would_pass_without_the_check(env, terminal_config, monkeypatch):
+    """The attack is real: with the integrity check switched off, the shimmed python passes the tests."""
+    monkeypatch.setattr(TerminalEnv, "_toolchain_tampering", staticmethod(lambda sb: []))
+    traj = play(env, terminal_config, AS_ROOT, TOOLCHAIN_ATTACKS["python-shim"])
+    assert traj.success and traj.outcome == 1.0, traj.info.get("test_output")
 
 
 # -- faults: a container killed while the tests run is infra, never the agent's failure -------------
