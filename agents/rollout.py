@@ -22,10 +22,11 @@ FINAL_INFO_KEPT = ("test_output", "tampered", "first_reply_met", "first_reply_wa
 TRACEBACK_KEPT = 4000  # characters of an env's traceback kept in a trajectory (its tail)
 
 
-def _step_raised(e: Exception) -> tuple[str, dict]:
-    """What an exception out of env.step becomes: the observation and the info of an infra failure."""
+def _env_raised(e: Exception, call: str = "env.step") -> tuple[str, dict]:
+    """What an exception out of the env (`call`) becomes: the observation and the info of an infra
+    failure. The episode ends unscored and the run goes on; the traceback is kept for the report."""
     first = (str(e).strip().splitlines() or [""])[0][:500]
-    reason = f"env.step raised {type(e).__name__}" + (f": {first}" if first else "")
+    reason = f"{call} raised {type(e).__name__}" + (f": {first}" if first else "")
     ns = NextState(kind="error", text=f"infrastructure failure: {reason}")
     return f"[error] {ns.text}", {"next_state": ns, "infra_failure": True, "infra_reason": reason,
                                   "infra_traceback": "".join(traceback.format_exception(e))[-TRACEBACK_KEPT:]}
@@ -33,14 +34,23 @@ def _step_raised(e: Exception) -> tuple[str, dict]:
 
 def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int | None = None) -> Trajectory:
     t0 = time.monotonic()
-    obs, info = env.reset(seed=seed, options={"task_id": task.task_id})
     traj = Trajectory(task_id=task.task_id, env_id=env.spec.id if env.spec else type(env).__name__)
+    call = "env.reset"
+    try:
+        obs, info = env.reset(seed=seed, options={"task_id": task.task_id})
+        if not info.get("infra_failure"):
+            call = "env.reference_actions"
+            reference = env.unwrapped.reference_actions(task)
+            call = "env.tools_for"
+            tools = env.unwrapped.tools_for(task)
+    except Exception as e:  # noqa: BLE001  (the env's failure, not the agent's, as in env.step below)
+        obs, info = _env_raised(e, call)
     traj.timings["setup"] = info.get("setup_s", time.monotonic() - t0)
     if info.get("infra_failure"):
         traj.infra_failure, traj.infra_reason = True, info.get("infra_reason", "")
+        traj.info.update({k: info[k] for k in ("infra_traceback",) if k in info})
         return traj
-    agent.begin(task, env.unwrapped.reference_actions(task))
-    tools = env.unwrapped.tools_for(task)
+    agent.begin(task, reference)
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": obs}]
     t_agent = time.monotonic()
     while True:
@@ -50,7 +60,7 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
         try:
             obs, reward, terminated, truncated, info = env.step(gen.text)
         except Exception as e:  # noqa: BLE001  (the env's failure, not the agent's: see the docstring)
-            obs, info = _step_raised(e)
+            obs, info = _env_raised(e)
             reward, terminated, truncated = 0.0, True, False
         traj.steps.append(Step(
             index=len(traj.steps), prompt_messages=list(messages), action_text=gen.text,

@@ -191,6 +191,25 @@ def test_an_exception_out_of_step_is_a_recorded_infra_failure(env, config, monke
     assert not traj.infra_failure and traj.steps[0].next_state.kind == "tool"
 
 
+def test_an_exception_out_of_reset_is_a_recorded_infra_failure(env, config, monkeypatch):
+    """reset (or the task's reference and tools, read at the start) raising ends that episode as an
+    unscored infra failure with its traceback, before the agent acts; the next episode works."""
+    def broken(self, task):
+        raise OSError("the task's data went missing (a bug the env did not foresee)")
+
+    monkeypatch.setattr(type(env), "reference_actions", broken)
+    agent = ReplayAgent([call("search_notes", query="")])
+    traj = run_episode(env, agent, NOTES_TASK, config.system_prompt)
+    assert traj.infra_failure and not traj.success and traj.steps == []
+    assert traj.infra_reason == ("env.reference_actions raised OSError: the task's data went missing "
+                                 "(a bug the env did not foresee)")
+    assert "broken" in traj.info["infra_traceback"]
+    monkeypatch.undo()
+    traj = run_episode(env, ReplayAgent([call("search_notes", query="")], then="Done."), NOTES_TASK,
+                       config.system_prompt)
+    assert not traj.infra_failure and traj.steps[0].next_state.kind == "tool"
+
+
 def test_cli_run_survives_a_deeply_nested_reply(tmp_path, harness_run):
     """Before: RecursionError out of ToolCallEnv.step ended `harness.run` (no trajectories, no row)."""
     reply = tmp_path / "reply.txt"
