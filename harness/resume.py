@@ -7,15 +7,25 @@ resumed dir when `resume=` names a run (one with a config.yaml) and a new timest
 `resume=` of a path with no run makes no dir there either, and is refused by `check_resumable`). Hydra
 then writes no `.hydra/` record into the resumed dir (`hydra.output_subdir` is
 `${nextstate.output_subdir:...}`, null then): the record of the command that started the run stays as
-it was, so a refused resume can still quote it; Hydra's run.log there is appended to."""
+it was, so a refused resume can still quote it; Hydra's run.log there is appended to.
+
+Secrets (`SECRET_KEYS`: the proxy's API key) are never written down or printed: config.yaml has
+"<set>", Hydra's `.hydra/` record has "***" in their place (`redact_secrets`), and the resume command
+leaves them out. A resumed run takes the key from NEXTSTATE_PROXY_API_KEY (or `mode.api_key=` again);
+without it, the resume is refused as a changed config."""
 from __future__ import annotations
 
 import json
 import shlex
 from pathlib import Path
 
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+
+from nextstate.atomic import write_text_atomic
+
+SECRET_KEYS = ("mode.api_key",)
 
 
 def _names_a_run(resume) -> bool:
@@ -52,10 +62,41 @@ def _differing(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
+def _sets_a_secret(override: str) -> bool:
+    return override.lstrip("+~").split("=", 1)[0] in SECRET_KEYS
+
+
 def resume_command(overrides, run_dir: Path) -> str:
-    """The command that resumes `run_dir` with these overrides (less any `resume=` among them)."""
-    kept = [o for o in overrides if not o.startswith("resume=")]
-    return shlex.join(["python", "-m", "harness.run", *kept, f"resume={run_dir}"])
+    """The command that resumes `run_dir` with these overrides (less any `resume=` among them, and
+    less the secrets: it says to set NEXTSTATE_PROXY_API_KEY instead)."""
+    kept = [o for o in overrides if not o.startswith("resume=") and not _sets_a_secret(o)]
+    command = shlex.join(["python", "-m", "harness.run", *kept, f"resume={run_dir}"])
+    if any(_sets_a_secret(o) for o in overrides):
+        command += "  (with NEXTSTATE_PROXY_API_KEY set to the run's API key, which is not shown)"
+    return command
+
+
+def _masked(node, secret: str):
+    if isinstance(node, str):
+        return node.replace(secret, "***")
+    if isinstance(node, dict):
+        return {k: _masked(v, secret) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_masked(v, secret) for v in node]
+    return node
+
+
+def redact_secrets(cfg: DictConfig, run_dir: Path) -> None:
+    """Hydra's record of the command (`<run_dir>/.hydra/*.yaml`: the overrides, the config, hydra.yaml's
+    override_dirname) with every secret's value replaced by "***"."""
+    secrets = [str(s) for s in (OmegaConf.select(cfg, k) for k in SECRET_KEYS) if s]
+    for path in sorted((run_dir / ".hydra").glob("*.yaml")):
+        text = path.read_text()
+        if any(s in text for s in secrets):
+            record = yaml.safe_load(text)
+            for s in secrets:
+                record = _masked(record, s)
+            write_text_atomic(path, yaml.safe_dump(record, sort_keys=False, allow_unicode=True))
 
 
 def started_with(run_dir: Path) -> list[str] | None:

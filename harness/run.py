@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 import envs  # noqa: F401  (registers the environments)
 from envs.sandbox import docker_client, reap_orphans
 from harness.reports.plots import write_sweep_plot
-from harness.resume import already_finished, check_resumable, recorded_config, resume_command
+from harness.resume import already_finished, check_resumable, recorded_config, redact_secrets, resume_command
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, run_config
 from nextstate.leaderboard import file_pending_row
@@ -42,6 +42,7 @@ MODES = {
     "async": Mode("trainers.async_train:async_main", finishes=True, sweep_plot=True),
     "proxy": Mode("trainers.proxy.server:proxy_main", finishes=False, sweep_plot=False),
     "sft": Mode("trainers.sft_run:sft_main", finishes=False, sweep_plot=False),
+    "sft_judge": Mode("trainers.sft_judge:sft_judge_main", finishes=False, sweep_plot=False),
 }
 
 
@@ -75,6 +76,7 @@ def main(cfg: DictConfig) -> dict:
     if cfg.limit is not None and cfg.mode.name != "eval":  # training reads its own eval_limit
         raise SystemExit(f"limit={cfg.limit} selects the tasks of mode=eval; use mode.eval_limit={cfg.limit}")
     run_dir = run_dir_of(cfg)
+    redact_secrets(cfg, run_dir)  # Hydra wrote the command's record, mode.api_key=<key> and all
     check_resumable(cfg, run_dir)
     if "_target_" not in cfg.agent:
         raise SystemExit(f"agent={cfg.agent.name} names no `_target_` class (conf/agent/ has one per agent)")

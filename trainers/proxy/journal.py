@@ -6,10 +6,16 @@ still waits for its next state, and each completed step not yet trained on, is a
 user who answers after the restart still completes the step, and the steps that were queued or
 being judged when the run died are trained on. After each update's checkpoint the file is rewritten
 with only what is still open, so it stays small.
+
+Replay is the exact inverse of the writes (tests/trainers/proxy/test_journal.py replays every prefix of
+random interleavings): a step line also ends its session's waiting reply (the reply it completes), so
+the rewrite puts the steps before the waiting replies, never after. The file holds what users wrote:
+it is created 0600 (owner only) and the rewrite keeps that mode.
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -56,6 +62,8 @@ class SessionJournal:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._steps: list[dict] = []  # step records still open, for the rewrite
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))  # never readable by others, even briefly
+        os.chmod(self.path, 0o600)  # a journal left by an older version
 
     def pending(self, session: str, turn: PendingTurn) -> None:
         append_jsonl(self.path, {"pending": session, **turn.to_dict()})
@@ -89,8 +97,9 @@ class SessionJournal:
         return out
 
     def compact(self, pending: dict[str, PendingTurn], keep_from: int) -> None:
-        """Rewrite the file with the waiting replies and the steps numbered `keep_from` or later."""
+        """Rewrite the file with the steps numbered `keep_from` or later, then the waiting replies (in
+        that order: a step read after a session's waiting reply would end it). The temp file is 0600."""
         self._steps = [r for r in self._steps if r["step"] >= keep_from]
-        lines = [json.dumps({"pending": s, **t.to_dict()}, default=str) for s, t in pending.items()]
-        lines += [json.dumps(r, default=str) for r in self._steps]
+        lines = [json.dumps(r, default=str) for r in self._steps]
+        lines += [json.dumps({"pending": s, **t.to_dict()}, default=str) for s, t in pending.items()]
         write_text_atomic(self.path, "".join(line + "\n" for line in lines))
