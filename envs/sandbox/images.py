@@ -17,7 +17,9 @@ from envs.sandbox.errors import SandboxError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HASH_LABEL = "nextstate.content_hash"
-_FROM = re.compile(r"^(\s*FROM\s+)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
+# FROM [--flag=value ...] image [AS stage]: the flags (`--platform=linux/amd64`) are not the image.
+_FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
+_STAGE = re.compile(r"\s+AS\s+(\S+)", re.IGNORECASE)
 
 
 def ensure_base_image(client, name: str) -> None:
@@ -36,6 +38,35 @@ def image_exists(client, tag: str) -> bool:
         return True
     except docker.errors.ImageNotFound:
         return False
+    except docker.errors.APIError as e:  # an invalid reference (400) is no image either
+        if e.status_code == 400:
+            return False
+        raise
+
+
+def repository(image: str) -> str:
+    """`image` without its tag and digest, Docker Hub's implicit prefixes dropped: `ubuntu:24.04`,
+    `docker.io/library/ubuntu@sha256:...` and `ubuntu` are all `ubuntu`."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)
+    if ":" in last[-1]:
+        name = name[: len(name) - len(last[-1]) + last[-1].index(":")]
+    for prefix in ("docker.io/", "index.docker.io/", "library/"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name
+
+
+def mapped_image(image: str, image_map: dict[str, str]) -> str | None:
+    """The local image `image_map` names for `image`: an exact key first, else one with the same
+    repository (tags and digests ignored, so a digest-pinned FROM line maps too); None if none."""
+    if image in image_map:
+        return image_map[image]
+    repo = repository(image)
+    for key, local in image_map.items():
+        if repository(key) == repo:
+            return local
+    return None
 
 
 def _content_hash(context: Path, dockerfile_text: str, exclude: set[str]) -> str:
@@ -64,27 +95,64 @@ def _build_context_tar(context: Path, dockerfile_text: str, exclude: set[str]) -
 
 
 def map_base_images(dockerfile_text: str, image_map: dict[str, str]) -> str:
-    """Rewrite FROM lines whose image cannot be pulled here to a local image (config: image_map)."""
-    return _FROM.sub(lambda m: m.group(1) + image_map.get(m.group(2), m.group(2)) + m.group(3),
-                     dockerfile_text)
+    """Rewrite FROM lines whose image cannot be pulled here to a local image (config: image_map).
+    A mapped line loses its `--platform` flag: the local image is the one this machine runs."""
+    def sub(m: re.Match) -> str:
+        local = mapped_image(m.group(3), image_map)
+        if local is None:
+            return m.group(0)
+        flags = "".join(f + " " for f in m.group(2).split() if not f.lower().startswith("--platform"))
+        return m.group(1) + flags + local + m.group(4)
+
+    return _FROM.sub(sub, dockerfile_text)
+
+
+def base_images(dockerfile_text: str, buildargs: dict[str, str] | None = None) -> list[str]:
+    """The images the FROM lines name (flags, `scratch` and earlier stages left out; `${ARG}` from
+    `buildargs`)."""
+    bases, stages = [], set()
+    for m in _FROM.finditer(dockerfile_text):
+        image = (buildargs or {}).get(m.group(3).strip("${}"), m.group(3))
+        if image.lower() != "scratch" and image not in stages:
+            bases.append(image)
+        stage = _STAGE.match(m.group(4))
+        if stage:
+            stages.add(stage.group(1))
+    return bases
+
+
+def _missing_bases(client, text: str, buildargs: dict[str, str] | None) -> list[str]:
+    missing = []
+    for base in base_images(text, buildargs):
+        if image_exists(client, base):
+            continue
+        try:
+            client.images.pull(base)
+        except docker.errors.APIError:
+            missing.append(base)
+    return missing
 
 
 def build_image(client, context: Path, tag_repo: str, *, dockerfile: str = "Dockerfile",
                 image_map: dict[str, str] | None = None, exclude: set[str] = frozenset(),
-                buildargs: dict[str, str] | None = None) -> str:
-    """Build `context` unless an image with the same content hash exists; returns its tag."""
+                buildargs: dict[str, str] | None = None, fallback: str | None = None,
+                dockerfile_text: str | None = None) -> str:
+    """Build `context` unless an image with the same content hash exists; returns its tag. Base
+    images: `image_map` first; a base that is neither here nor pullable becomes `fallback` if given,
+    else a SandboxError naming it. `dockerfile_text` stands in for the context's Dockerfile."""
     context = Path(context)
-    text = map_base_images((context / dockerfile).read_text(), image_map or {})
-    base_ids = []
-    for m in _FROM.finditer(text):  # name a missing local base precisely, instead of a pull error
-        base = (buildargs or {}).get(m.group(2).strip("${}"), m.group(2))
-        if not image_exists(client, base):
-            try:
-                client.images.pull(base)
-            except docker.errors.APIError as e:
-                raise SandboxError(f"{context / dockerfile}: base image {base} is not here and cannot be "
-                                   "pulled; build it or map it to a local image (image_map)") from e
-        base_ids.append(client.images.get(base).id)  # a rebuilt base invalidates what sits on it
+    text = dockerfile_text if dockerfile_text is not None else (context / dockerfile).read_text()
+    text = map_base_images(text, image_map or {})
+    missing = _missing_bases(client, text, buildargs)  # named precisely, instead of a pull error
+    if missing and fallback:
+        text = map_base_images(text, {m: fallback for m in missing})
+        missing = _missing_bases(client, text, buildargs)
+    if missing:
+        raise SandboxError(f"{context / dockerfile}: base image {missing[0]} is not here and cannot be pulled; "
+                           f"build it, map it to a local image (env.image_map, matched by repository: "
+                           f"{repository(missing[0])}) or set env.base_image_fallback=<local image>")
+    # a rebuilt base invalidates what sits on it
+    base_ids = [client.images.get(b).id for b in base_images(text, buildargs)]
     key = text + repr(sorted((buildargs or {}).items())) + repr(base_ids)
     tag = f"{tag_repo}:{_content_hash(context, key, exclude)}"
     if image_exists(client, tag):

@@ -34,6 +34,7 @@ from envs.sandbox.errors import SandboxError
 
 _SAFE = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-+=.,:/@%^*()[]{}<>|&;~#!?")
 
+START_TRIES = 3  # a shell that does not start is not retried for ever
 _PRELUDE = "export TERM=dumb PAGER=cat GIT_PAGER=cat DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1\n"
 
 
@@ -108,18 +109,30 @@ class PersistentShell:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _start(self) -> None:
-        exec_id = self._api.exec_create(
-            self._cid, ["bash", "--noprofile", "--norc"], stdin=True, stdout=True, stderr=True,
-            tty=False, user=self._user, workdir=self._cwd,
-        )["Id"]
-        sock = self._api.exec_start(exec_id, socket=True)
-        self._sock = getattr(sock, "_sock", sock)
-        self._frames.clear()
-        self._sock.sendall(_PRELUDE.encode())
-        res = self.run("printf '%s' $$", timeout=10)
-        if res.exit_code != 0 or not res.output.strip().isdigit():
-            raise SandboxError(f"shell did not start: {res.output[:200]!r}")
-        self.pid = int(res.output.strip())
+        """A new bash, checked by a first command; a few tries, then a SandboxError saying why (a user
+        the image does not have, no bash ...). Never through `run`, whose restart would recurse."""
+        why = ""
+        for _ in range(START_TRIES):
+            exec_id = self._api.exec_create(
+                self._cid, ["bash", "--noprofile", "--norc"], stdin=True, stdout=True, stderr=True,
+                tty=False, user=self._user, workdir=self._cwd,
+            )["Id"]
+            sock = self._api.exec_start(exec_id, socket=True)
+            self._sock = getattr(sock, "_sock", sock)
+            self._frames.clear()
+            self._sock.sendall(_PRELUDE.encode())
+            marker = "__NS_" + secrets.token_hex(12)
+            self._sock.sendall(command_line("printf '%s' $$", marker).encode())
+            out = _CappedOutput(self._cap)
+            found = self._read_until_marker(out, marker.encode(), deadline=time.monotonic() + 10)
+            pid = out.text().strip()
+            if found is not None and found[0] == 0 and pid.isdigit():
+                self.pid = int(pid)
+                return
+            why = pid[:300] or "no answer"
+            self.close()
+        raise SandboxError(f"the shell (bash as user {self._user!r} in {self._cwd}) did not start after "
+                           f"{START_TRIES} tries: {why}")
 
     def close(self) -> None:
         if self._sock is not None:

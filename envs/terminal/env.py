@@ -7,12 +7,17 @@ step's reward. Docker trouble ends the episode as an infra failure, never as rew
 """
 from __future__ import annotations
 
+import dataclasses
+import secrets
+import shlex
+import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from envs.base import TextEnv, given_or_default, pick_task, set_tasks
-from envs.sandbox import SandboxConfig, SandboxError
+from envs.sandbox import Sandbox, SandboxConfig, SandboxError
 from envs.sandbox.images import build_image, ensure_shared_image
 from envs.sandbox.integrity import tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
@@ -21,6 +26,8 @@ from envs.terminal.actions import parse_action
 from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
+_ORACLE = "# nextstate-oracle "  # + the env's key: the reply that gets the task's solution/ uploaded
+_WARNED: set[str] = set()  # warnings already given by this process: once per run, not per env or episode
 _NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml", "task.toml",
                  "instruction.md"}
 
@@ -32,6 +39,7 @@ class TerminalEnvConfig(EnvConfig):
     shared_image: str
     base_image: str
     image_map: dict[str, str]
+    base_image_fallback: str | None
     user: str
     obs_max_chars: int
     done_token: str
@@ -43,36 +51,123 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         config, sandbox = given_or_default("terminal", TerminalEnvConfig, config, sandbox)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
         tasks_dir = Path(config.tasks_dir)
-        found = tasks if tasks is not None else load_suite(
-            tasks_dir if tasks_dir.is_absolute() else REPO_ROOT / tasks_dir, env="terminal", split=split)
-        set_tasks(self, found, f"no terminal tasks in {config.tasks_dir} (split={split})")
+        root = tasks_dir if tasks_dir.is_absolute() else REPO_ROOT / tasks_dir
+        found = tasks if tasks is not None else load_suite(root, env="terminal", split=split)
+        hint = ""
+        if not found and tasks is None and split not in (None, "all"):
+            every = load_suite(root, env="terminal")
+            if every:
+                hint = (f"; its {len(every)} tasks are in split(s) {sorted({t.split for t in every})}: "
+                        "choose one with split=<name>, or split=all")
+        set_tasks(self, found, f"no terminal tasks in {config.tasks_dir} (split={split}){hint}")
         self._client = None
         self._images: dict[str, str] = {}
+        self._image_failures: dict[str, str] = {}  # task id -> why its image could not be made
+        self._image_config: dict[str, dict] = {}
+        self._oracle_key = secrets.token_hex(16)
         self.task: Task | None = None
         self._graded = False
+        self._deadline: float | None = None  # the task's own agent timeout (Harbor [agent].timeout_sec)
+        self._agent_root = False
+        _warn_once(_unhonoured_report(self.tasks))
+        _warn_once(_broken_report(self.tasks, {}))
 
     # -- images -----------------------------------------------------------------------------------
     def image_for(self, task: Task) -> str:
+        """The task's image, built once; a task whose image cannot be made raises SandboxError with
+        the reason, and is not tried again by this env."""
+        if task.data.get("load_error"):
+            raise SandboxError(f"task {task.task_id} did not load: {task.data['load_error']}")
+        if task.task_id in self._image_failures:
+            raise SandboxError(self._image_failures[task.task_id])
         if task.task_id not in self._images:
-            client = self._docker()
-            ensure_shared_image(client, self.config.shared_image, self.config.base_image)
-            self._images[task.task_id] = build_image(
-                client, Path(task.data["build_context"]), f"nextstate-task/{task.task_id}",
-                dockerfile=task.data["dockerfile"], image_map=self.config.image_map, exclude=_NOT_IN_IMAGE)
+            try:
+                client = self._docker()
+                ensure_shared_image(client, self.config.shared_image, self.config.base_image)
+                self._images[task.task_id] = self._build(client, task)
+            except (SandboxError, OSError) as e:
+                self._image_failures[task.task_id] = f"no image for task {task.task_id}: {e}"
+                raise SandboxError(self._image_failures[task.task_id]) from e
         return self._images[task.task_id]
+
+    def _build(self, client, task: Task) -> str:
+        """Harbor: `docker_image` instead of a Dockerfile; `[environment].env` baked in as ENV lines,
+        so the agent's shell, the solution and the tests all see it."""
+        d = task.data
+        context = Path(d["build_context"])
+        text = f"FROM {d['docker_image']}\n" if d.get("docker_image") else None
+        if d.get("env"):
+            text = (text or (context / d["dockerfile"]).read_text()) + "\n" + "".join(
+                f"ENV {k}={_dockerfile_quote(v)}\n" for k, v in d["env"].items())
+        if not context.is_dir():  # a docker_image task needs no environment/ dir
+            context = Path(tempfile.mkdtemp(prefix="nextstate-empty-context-"))
+        return build_image(client, context, f"nextstate-task/{task.task_id.lower()}",
+                           dockerfile=d["dockerfile"], dockerfile_text=text, image_map=self.config.image_map,
+                           fallback=self.config.base_image_fallback, exclude=_NOT_IN_IMAGE)
+
+    def prepare(self, tasks: list[Task] | None = None, progress=None) -> None:
+        """Every task's image up front; one that fails is recorded (its episode becomes an infra
+        failure saying why) and the others are built. The broken ones are listed in one warning."""
+        tasks = tasks or self.tasks
+        for task in tasks:
+            try:
+                self.image_for(task)
+            except SandboxError:
+                pass
+            if progress is not None:
+                progress(task)
+        _warn_once(_broken_report(tasks, self._image_failures))
+
+    def _run_as(self, task: Task, image: str) -> tuple[str, str]:
+        """(user, workdir) of the agent. Terminal-Bench 1.x: the env's user unless the task says
+        `run_as`, in the sandbox's workdir. Harbor: `[agent].user`, else the image's own user (as
+        Harbor runs it; the env's `agent` user is not in third-party images), and
+        `[environment].workdir`, else the image's WORKDIR."""
+        if task.data["format"] != "harbor":
+            return task.data.get("run_as") or self.config.user, self.sandbox_config.workdir
+        if image not in self._image_config:
+            self._image_config[image] = self._docker().images.get(image).attrs.get("Config") or {}
+        conf = self._image_config[image]
+        return (task.data.get("run_as") or conf.get("User") or "root",
+                task.data.get("workdir") or conf.get("WorkingDir") or self.sandbox_config.workdir)
+
+    def _limits_for(self, task: Task, workdir: str) -> SandboxConfig:
+        """The sandbox config with the task's own limits (Harbor `cpus`, `memory_mb`/`memory`)."""
+        c = dataclasses.replace(self.sandbox_config, workdir=workdir)
+        if task.data.get("memory_mb"):
+            c = dataclasses.replace(c, memory=f"{task.data['memory_mb']}m")
+        if task.data.get("cpus"):  # no more than the daemon has: Docker refuses a larger quota
+            c = dataclasses.replace(c, cpus=min(float(task.data["cpus"]), float(self._docker().info()["NCPU"])))
+        return c
+
+    def _start_task_sandbox(self, task: Task, info: dict) -> None:
+        try:
+            image = self.image_for(task)
+            user, workdir = self._run_as(task, image)
+            self._sandbox = Sandbox(image, self._limits_for(task, workdir), run_id=self.run_id,
+                                    client=self._docker(), user=user)
+            self._sandbox.start()
+            who = self._sandbox.exec("id -un; id -u", timeout=10).output.split()
+            # a root agent's processes are all killed before grading; an unknown uid counts as root
+            self._agent_root = not (who and who[-1].isdigit() and who[-1] != "0")
+            info.update(user=who[0] if len(who) == 2 else user, workdir=workdir)
+        except SandboxError as e:
+            self._close_sandbox()
+            info.update(infra_failure=True, infra_reason=str(e))
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self._close_sandbox()
-        self.task = pick_task(self, options, "terminal task")
+        self.task = task = pick_task(self, options, "terminal task")
         t0 = time.monotonic()
-        user = self.task.data.get("run_as") or self.config.user
-        info = {"task_id": self.task.task_id, "user": user}
-        self._start_sandbox(self.task, user, info)
-        self._graded = False
+        info = {"task_id": task.task_id}
+        self._graded, self._deadline = False, None
+        self._start_task_sandbox(task, info)
         info["setup_s"] = time.monotonic() - t0
-        obs = f"{self.task.instruction}\n\nYou are user `{user}` in {self.sandbox_config.workdir}."
+        if task.data["format"] == "harbor":  # Harbor's [agent].timeout_sec bounds the episode
+            self._deadline = time.monotonic() + task.data["agent_timeout_s"]
+        obs = f"{task.instruction}\n\nYou are user `{info.get('user')}` in {info.get('workdir')}."
         return obs, info
 
     def step(self, action: str):
@@ -86,9 +181,17 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             info = {"next_state": ns, "step_label": {"parsed": False}}
             return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, info
         info: dict = {}
+        timeout = None
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                return self._out_of_time(NextState(kind="error", text="the task's agent timeout was reached; "
+                                                   "the command was not run"), info)
+            timeout = min(self.sandbox_config.command_timeout_s, left)
         if parsed.command:
             try:
-                r = self._sandbox.exec(parsed.command)
+                self._oracle_setup(parsed.command)
+                r = self._sandbox.exec(parsed.command, timeout=timeout)
             except SandboxError as e:
                 return self._infra_failure(str(e))
             ns = NextState(kind="terminal", text=r.output, exit_code=r.exit_code, cwd=r.cwd,
@@ -99,12 +202,25 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         else:
             ns = NextState(kind="terminal", text="(finished)", exit_code=None, cwd=None)
         info["next_state"] = ns
-        obs = render_next_state(ns, self.config.obs_max_chars)
         if not parsed.done:
-            return obs, 0.0, False, False, info
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                return self._out_of_time(ns, info)
+            return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, info
         outcome, final = self.finalize()
         info.update(final)
-        return obs, outcome, True, False, info
+        return render_next_state(ns, self.config.obs_max_chars), outcome, True, False, info
+
+    def _out_of_time(self, ns: NextState, info: dict):
+        """The task's agent timeout cut the episode: truncated, and the work so far is graded."""
+        outcome, final = self.finalize()
+        info.update(final, next_state=ns, truncated_by="agent_timeout")
+        return render_next_state(ns, self.config.obs_max_chars), outcome, False, True, info
+
+    def _oracle_setup(self, command: str) -> None:
+        """The oracle's reply (it carries this env's key, which only `reference_actions` hands out)
+        gets the task's solution/ directory uploaded to /solution first, as Harbor's oracle does."""
+        if command.startswith(f"{_ORACLE}{self._oracle_key}\n") and self.task.data.get("solution_dir"):
+            self._sandbox.upload(self.task.data["solution_dir"], "/")
 
     def finalize(self) -> tuple[float, dict]:
         """Grade the task once: copy the tests in after the agent is done, run them as root.
@@ -137,7 +253,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         clean = "rm -rf /tests /logs/verifier"
         try:
             tampered = self._toolchain_tampering(sb)
-            if not tampered and (task.data.get("run_as") or self.config.user) == "root":
+            if not tampered and self._agent_root:
                 sb.kill_all_processes(then=clean)
                 tampered = self._toolchain_tampering(sb)
             elif not tampered:
@@ -147,13 +263,14 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                              "test_output": "not graded: the agent changed the grading toolchain: "
                                             + "; ".join(tampered[:20]), "verify_s": time.monotonic() - t0}
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
-            if task.data["format"] == "harbor":
-                code, out = sb.run("mkdir -p /logs/verifier && bash /tests/test.sh", workdir="/tests",
-                                   timeout=task.data["test_timeout_s"])
-                try:
-                    outcome = float(sb.download("/logs/verifier/reward.txt").decode().strip() or 0)
-                except (FileNotFoundError, ValueError):
-                    outcome = 0.0
+            if task.data["format"] == "harbor":  # as [verifier].user (root), with [verifier].env
+                user = task.data.get("verifier_user") or "root"
+                sb.run("mkdir -p /logs/verifier" + ("" if user == "root" else
+                                                    f" && chown {shlex.quote(user)} /logs/verifier"))
+                code, out = sb.run("bash /tests/test.sh", user=user, workdir="/tests",
+                                   timeout=task.data["test_timeout_s"],
+                                   environment=task.data.get("verifier_env") or None)
+                outcome = _harbor_reward(sb)
             else:
                 sb.upload(task.data["test_entry"], "/tests")
                 code, out = sb.run("bash /tests/run-tests.sh", workdir="/tests",
@@ -174,9 +291,58 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         sol = task.data.get("solution")
         if not sol:
             return [self.config.done_token]
+        if task.data["format"] == "harbor":  # solution/ is uploaded (see _oracle_setup); BASH_SOURCE works
+            env = "".join(f"{k}={shlex.quote(v)} " for k, v in task.data.get("solution_env", {}).items())
+            return [f"```bash\n{_ORACLE}{self._oracle_key}\n{env}bash /solution/solve.sh\n```",
+                    self.config.done_token]
         script = Path(sol).read_text()
         return [f"```bash\nbash -s <<'__NS_SOLUTION__'\n{script}\n__NS_SOLUTION__\n```",
                 self.config.done_token]
 
     def tools_for(self, task: Task) -> None:
         return None  # terminal agents act through text, not tool schemas
+
+
+def _harbor_reward(sb) -> float:
+    """/logs/verifier/reward.txt (a number), else reward.json's `reward`; 0 when neither says."""
+    import json
+
+    try:
+        return float(sb.download("/logs/verifier/reward.txt").decode().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        pass
+    try:
+        return float(json.loads(sb.download("/logs/verifier/reward.json"))["reward"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _dockerfile_quote(value: str) -> str:
+    """A Dockerfile ENV value: double-quoted, with `$` not expanded by the builder."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def _warn_once(message: str) -> None:
+    if message and message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def _unhonoured_report(tasks: list[Task]) -> str:
+    """One line for the task.toml fields this env cannot honour, with the tasks that set them."""
+    by_field: dict[str, list[str]] = {}
+    for t in tasks:
+        for f in t.data.get("unhonoured", ()):
+            by_field.setdefault(f, []).append(t.task_id)
+    return "; ".join(f"{f} not honoured here (tasks: {', '.join(ids)})" for f, ids in sorted(by_field.items()))
+
+
+def _broken_report(tasks: list[Task], image_failures: dict[str, str]) -> str:
+    """One warning for the tasks that cannot run (each becomes one infra-failure episode)."""
+    why = {t.task_id: f"did not load: {t.data['load_error']}" for t in tasks if t.data.get("load_error")}
+    why.update({tid: reason for tid, reason in image_failures.items() if tid in {t.task_id for t in tasks}})
+    if not why:
+        return ""
+    lines = [f"  {tid}: {(reason.strip().splitlines() or [''])[0][:300]}" for tid, reason in sorted(why.items())]
+    head = f"{len(why)} of {len(tasks)} terminal tasks cannot run (each is one infra-failure episode):\n"
+    return head + "\n".join(lines)

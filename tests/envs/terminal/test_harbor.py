@@ -1,0 +1,176 @@
+"""Harbor-format tasks run as Harbor runs them (issue 23): the fixtures in tests/fixtures/harbor/ each
+exercise one field of task.toml, and the two `broken-*` ones must each be one infra-failure row while
+the rest of the suite runs. The first tests need no Docker; the rest drive real containers."""
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+import envs  # noqa: F401
+from agents.base import NoopAgent, OracleAgent, ReplayAgent
+from agents.rollout import run_episode
+from envs.sandbox import Sandbox, SandboxError
+from envs.sandbox.images import base_images, build_image, map_base_images, repository
+from envs.task_formats import TaskFormatError, load_suite, load_task_dir
+from envs.terminal.env import TerminalEnv
+from nextstate.atomic import read_jsonl
+from nextstate.leaderboard import read_rows
+from tests.paths import FIXTURES
+
+SUITE_DIR = FIXTURES / "harbor"
+BROKEN = {"broken-malformed-toml": "invalid TOML", "broken-image-build": "returned a non-zero code: 3"}
+VALID = sorted(d.name for d in SUITE_DIR.iterdir() if d.is_dir() and d.name not in BROKEN)
+
+
+# -- loading (no Docker) ------------------------------------------------------------------------------
+def test_a_malformed_task_does_not_stop_the_suite():
+    tasks = {t.task_id: t for t in load_suite(SUITE_DIR)}
+    assert sorted(tasks) == sorted(VALID + list(BROKEN))
+    assert "invalid TOML" in tasks["broken-malformed-toml"].data["load_error"]
+    assert not any(tasks[v].data.get("load_error") for v in VALID)
+
+
+def test_a_suite_without_splits_is_in_every_split():
+    for split in ("test", "train", "all", None):
+        assert len(load_suite(SUITE_DIR, split=split)) == len(VALID) + len(BROKEN)
+
+
+def test_harbor_fields_are_read():
+    solution = load_task_dir(SUITE_DIR / "harbor-solution-files").data
+    assert solution["solution_env"] == {"SUFFIX": "!"} and solution["run_as"] is None
+    limits = load_task_dir(SUITE_DIR / "harbor-limits").data
+    assert (limits["cpus"], limits["memory_mb"]) == (0.5, 384)
+    assert limits["unhonoured"] == ["environment.storage_mb"]
+    image = load_task_dir(SUITE_DIR / "harbor-docker-image").data
+    assert image["docker_image"] == "nextstate/terminal:latest" and image["workdir"] == "/srv/work"
+    assert image["env"] == {"GREETING": "hello from $HOME's \"env\""}
+    verifier = load_task_dir(SUITE_DIR / "harbor-verifier-env").data
+    assert verifier["verifier_env"] == {"EXPECTED": "42"} and verifier["verifier_user"] == "root"
+    assert load_task_dir(SUITE_DIR / "harbor-agent-timeout").data["agent_timeout_s"] == 4.0
+
+
+def test_agent_and_verifier_users_memory_and_templates(tmp_path, monkeypatch):
+    d = tmp_path / "t"
+    (d / "tests").mkdir(parents=True)
+    (d / "tests" / "test.sh").write_text("true\n")
+    (d / "instruction.md").write_text("do it\n")
+    (d / "task.toml").write_text('[agent]\nuser = "dev"\n[verifier]\nuser = "checker"\n'
+                                 'env = { KEY = "${NS_TEST_KEY}", OTHER = "${NS_UNSET:-fallback}" }\n'
+                                 '[environment]\ndocker_image = "python:3.13"\nmemory = "2G"\n')
+    monkeypatch.setenv("NS_TEST_KEY", "secret")
+    data = load_task_dir(d).data
+    assert (data["run_as"], data["verifier_user"], data["memory_mb"]) == ("dev", "checker", 2048)
+    assert data["verifier_env"] == {"KEY": "secret", "OTHER": "fallback"}
+
+
+def test_multi_step_tasks_are_refused_clearly(tmp_path):
+    d = tmp_path / "multi"
+    (d / "steps" / "one").mkdir(parents=True)
+    (d / "task.toml").write_text('version = "1.0"\n')
+    with pytest.raises(TaskFormatError, match="multi-step"):
+        load_task_dir(d)
+
+
+def test_from_lines_with_flags_and_digests_map_by_repository():
+    text = ("FROM --platform=linux/amd64 ghcr.io/org/base:1.0@sha256:" + "a" * 64 + " AS build\n"
+            "FROM build\nFROM scratch\nfrom docker.io/library/python:3.13-slim\n")
+    assert base_images(text) == ["ghcr.io/org/base:1.0@sha256:" + "a" * 64, "docker.io/library/python:3.13-slim"]
+    mapped = map_base_images(text, {"ghcr.io/org/base:other-tag": "local/a:1", "python": "local/b:2"})
+    assert mapped.splitlines() == ["FROM local/a:1 AS build", "FROM build", "FROM scratch", "from local/b:2"]
+    assert repository("localhost:5000/x/y:3@sha256:ab") == "localhost:5000/x/y"
+    assert map_base_images("FROM ubuntu:22.04\n", {}) == "FROM ubuntu:22.04\n"
+
+
+# -- with Docker ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def env(terminal_config, sandbox_config, terminal_image):
+    cfg = dataclasses.replace(terminal_config, tasks_dir=str(SUITE_DIR))
+    e = TerminalEnv(cfg, sandbox_config, split="test", run_id="pytest-harbor")
+    yield e
+    e.close()
+
+
+@pytest.mark.docker
+def test_the_oracle_passes_every_valid_fixture_through_the_cli(tmp_path, harness_run):
+    """`python -m harness.run env=terminal env.tasks_dir=tests/fixtures/harbor agent=oracle`, as a
+    user runs it (split=test, the default): every valid task solved, each broken one one infra row."""
+    t0 = time.monotonic()
+    p = harness_run(tmp_path, "env=terminal", f"env.tasks_dir={SUITE_DIR}", "agent=oracle")
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr[-3000:]
+    _, rows = read_rows(tmp_path / "leaderboard.csv")
+    trajs = {t["task_id"]: t for t in read_jsonl(Path(rows[0]["run_dir"]) / "trajectories.jsonl")}
+    assert sorted(trajs) == sorted(VALID + list(BROKEN))
+    for task_id in VALID:
+        t = trajs[task_id]
+        assert t["success"] and not t["infra_failure"], (task_id, t["infra_reason"], t["info"].get("test_output"))
+    for task_id, why in BROKEN.items():
+        assert trajs[task_id]["infra_failure"] and why in trajs[task_id]["infra_reason"], trajs[task_id]
+    assert rows[0]["infra_failures"] == str(len(BROKEN))
+    assert "2 of" in p.stderr and "cannot run" in p.stderr  # the warning listing the broken ones
+    assert "environment.storage_mb not honoured" in p.stderr
+    print(f"fixture suite through the CLI: {took:.1f} s for {len(trajs)} tasks")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("task_id", ["harbor-solution-files", "harbor-verifier-env", "harbor-docker-image",
+                                     "harbor-image-user"])
+def test_noop_fails_the_fixtures(env, terminal_config, task_id):
+    """The fixtures' tests are real: doing nothing scores 0."""
+    traj = run_episode(env, NoopAgent(), env._by_id[task_id], terminal_config.system_prompt)
+    assert not traj.infra_failure and traj.outcome == 0.0, traj.infra_reason
+
+
+@pytest.mark.docker
+def test_the_agent_runs_as_the_images_user_in_its_workdir(env):
+    obs, info = env.reset(options={"task_id": "harbor-image-user"})
+    assert (info["user"], info["workdir"]) == ("builder", "/home/builder/work"), info
+    assert "You are user `builder` in /home/builder/work" in obs
+    assert "[exit code 0]" in env.step("```bash\ntest ! -e /solution && id -u\n```")[0]
+
+
+@pytest.mark.docker
+def test_only_the_oracles_reply_uploads_the_solution(env):
+    """An agent that writes the oracle's comment without the env's key gets no /solution."""
+    env.reset(options={"task_id": "harbor-solution-files"})
+    obs, *_ = env.step("```bash\n# nextstate-oracle 0000\nls /solution\n```")
+    assert "[exit code 2]" in obs
+
+
+@pytest.mark.docker
+def test_the_task_agent_timeout_cuts_the_episode_and_grades_it(env, terminal_config):
+    task = env._by_id["harbor-agent-timeout"]
+    t0 = time.monotonic()
+    traj = run_episode(env, OracleAgent(), task, terminal_config.system_prompt)
+    assert traj.truncated and traj.steps[-1].info["truncated_by"] == "agent_timeout"
+    assert traj.success  # the work before the cut counts
+    assert time.monotonic() - t0 < 25  # 4 s of agent time, not the env's 30 s command timeout
+    replies = ReplayAgent(["```bash\nsleep 5\n```", "```bash\necho early > /app/early.txt\n```", "DONE"])
+    traj = run_episode(env, replies, task, terminal_config.system_prompt)
+    assert traj.truncated and len(traj.steps) == 1 and not traj.success  # out of time before the write
+
+
+@pytest.mark.docker
+def test_a_base_image_nowhere_is_named_and_the_fallback_builds(docker, terminal_image, tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM --platform=linux/amd64 nextstate-nowhere/base:1@sha256:"
+                                         + "b" * 64 + "\nRUN true\n")
+    with pytest.raises(SandboxError, match=r"base image nextstate-nowhere/base:1@sha256:b+ is not here.*"
+                                           r"base_image_fallback"):
+        build_image(docker, tmp_path, "nextstate-pytest/fallback")
+    tag = build_image(docker, tmp_path, "nextstate-pytest/fallback", fallback=terminal_image)
+    try:
+        assert docker.images.get(tag).attrs["Config"]["WorkingDir"] == "/app"  # from nextstate/terminal
+    finally:
+        docker.images.remove(tag)
+
+
+@pytest.mark.docker
+def test_a_shell_that_cannot_start_fails_after_a_few_tries(terminal_image, sandbox_config):
+    """A user the image does not have: a SandboxError saying so, not a RecursionError."""
+    sb = Sandbox(terminal_image, sandbox_config, run_id="pytest-harbor", user="no-such-user")
+    try:
+        with pytest.raises(SandboxError, match="no-such-user"):
+            sb.start()
+    finally:
+        sb.close()
