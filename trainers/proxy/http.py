@@ -81,7 +81,14 @@ def make_handler(proxy: ChatService):
                 self._send(404, openai_error(f"no route GET {self.path}"))
 
         def do_POST(self):
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # read first: the connection is reused
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:  # rfile.read(-1) would wait for a close that never comes
+                self.close_connection = True
+                return self._send(400, openai_error("Content-Length must be a non-negative integer"))
+            raw = self.rfile.read(length)  # read first: the connection is reused
             if self._refuse_unauthorized():
                 return
             if self.path.rstrip("/") != "/v1/chat/completions":
@@ -90,6 +97,8 @@ def make_handler(proxy: ChatService):
                 body = json.loads(raw or b"{}")
             except (json.JSONDecodeError, ValueError) as e:
                 return self._send(400, openai_error(f"the body is not JSON: {e}"))
+            except RecursionError:
+                return self._send(400, openai_error("the body nests too deeply to read"))
             try:
                 self._send(*proxy.chat(body, self.headers))
             except Exception as e:  # the proxy stays up; the client learns what broke

@@ -16,6 +16,7 @@ back what may turn into a stop string or a tool call); otherwise whole, in one c
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -27,14 +28,22 @@ class BadRequest(ValueError):
     """A request the proxy cannot read (answered with HTTP 400 and this message)."""
 
 
-def text_of(content) -> str:
+ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")  # a word: a newline or a token in a role would start a turn
+
+
+def text_of(content, where: str = "content") -> str:
     """A message's text: OpenAI content is a string or a list of parts (text parts are kept)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+        texts = [(i, p.get("text", "")) for i, p in enumerate(content)
+                 if isinstance(p, dict) and p.get("type", "text") == "text"]
+        for i, text in texts:
+            if not isinstance(text, str):
+                raise BadRequest(f"{where}[{i}].text must be a string, got {type(text).__name__}")
+        return "".join(text for _, text in texts)
     raise BadRequest(f"message content must be a string or a list of parts, got {type(content).__name__}")
 
 
@@ -49,6 +58,8 @@ def _call_block(call, where: str) -> str:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as e:
             raise BadRequest(f"{where}: function.arguments is not JSON ({e.msg})") from None
+        except RecursionError:
+            raise BadRequest(f"{where}: function.arguments nests too deeply") from None
     if not isinstance(arguments, dict):
         raise BadRequest(f"{where}: function.arguments must be a JSON object")
     return ToolCall(fn["name"], arguments).render()
@@ -62,7 +73,10 @@ def plain_messages(messages) -> list[dict[str, str]]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string `role`")
-        text = text_of(m.get("content"))
+        if not ROLE.fullmatch(m["role"]):
+            raise BadRequest(f"messages[{i}].role must be a word (user, assistant, system, tool ...), "
+                             f"got {m['role'][:40]!r}")
+        text = text_of(m.get("content"), f"messages[{i}].content")
         calls = m.get("tool_calls") or []
         if not isinstance(calls, list):
             raise BadRequest(f"messages[{i}].tool_calls must be a list")
@@ -76,8 +90,9 @@ def refuse_what_cannot_be_honoured(body: dict) -> None:
     than a reply that silently ignores it (a client asking for JSON mode would get free text). Such
     parameters at their defaults, and ones that do not change the reply (`user`, `metadata`,
     `parallel_tool_calls` ...), pass."""
-    if body.get("n", 1) not in (1, None):
-        raise BadRequest("n must be 1: the proxy samples one reply per request")
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, float)) or n != 1):
+        raise BadRequest(f"n must be 1: the proxy samples one reply per request (got {n!r})")
     fmt = body.get("response_format")
     if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
         raise BadRequest("response_format: the proxy samples free text only (no JSON mode or schema)")

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from omegaconf import DictConfig
 
-from agents.serving.transformers_policy import SamplingConfig, seed_of, stop_strings
+from agents.serving.transformers_policy import SamplingConfig
 from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
 from nextstate.config import typed
 from nextstate.types import Trajectory
@@ -47,6 +47,7 @@ from trainers.proxy.openai_wire import (
     refuse_what_cannot_be_honoured,
     shown_so_far,
 )
+from trainers.proxy.request import check_shape, sampling_of, seed_of, special_tokens_of, stream_of
 from trainers.proxy.sessions import SessionBook, turn_type_of
 from trainers.setup import Training, start_training
 from trainers.train_plot import write_train_plot
@@ -58,6 +59,7 @@ class ProxyConfig(AsyncTrainConfig):
     port: int  # 0 = a free port (see <run_dir>/proxy.json)
     max_sessions: int  # sessions kept waiting for their next message; the least recent go first
     api_key: str  # non-empty: requests must carry `Authorization: Bearer <api_key>`
+    max_tokens_cap: int | None  # a request's max_tokens above it is clamped to it (None: model.max_new_tokens)
 
 
 @dataclass
@@ -70,14 +72,9 @@ class _Request:
     tools: list[dict] | None
     sampling: SamplingConfig
     seed: int | None
+    stream: bool
     parse_tools: bool  # tools offered (and tool_choice is not "none"): calls go out as tool_calls
     include_usage: bool  # stream_options.include_usage
-
-
-def _given(body: dict, key: str, default):
-    """The request's value, or the default where it is absent or null (some clients send nulls)."""
-    value = body.get(key)
-    return default if value is None else value
 
 
 def _truthy(value: str | None) -> bool:
@@ -88,33 +85,16 @@ class Proxy:
     """The endpoint's logic, apart from HTTP: serve a request, record what it completes."""
 
     def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str,
-                 api_key: str = ""):
+                 api_key: str = "", *, max_tokens_cap: int | None = None, special_tokens: tuple[str, ...] = ()):
+        """`max_tokens_cap` None: the default sampling's max_new_tokens; `special_tokens`: the chat
+        template's, refused in messages and tools (trainers/proxy/request.py)."""
         self.policy, self.gate, self.book, self.sampling, self.model_name = policy, gate, book, sampling, model_name
         self.api_key = api_key
+        self.max_tokens_cap = max_tokens_cap
+        self.special_tokens = special_tokens
         self.served = 0
         self.recorded = 0
         self._lock = threading.Lock()
-
-    def _sampling(self, body: dict) -> SamplingConfig:
-        s = self.sampling
-        try:
-            stop = stop_strings(body.get("stop"))
-        except ValueError as e:
-            raise BadRequest(str(e)) from None
-        try:
-            return SamplingConfig(int(body.get("max_tokens") or body.get("max_completion_tokens") or s.max_new_tokens),
-                                  float(_given(body, "temperature", s.temperature)),
-                                  float(_given(body, "top_p", s.top_p)),
-                                  s.max_prompt_tokens, stop=stop)
-        except (TypeError, ValueError) as e:
-            raise BadRequest(f"max_tokens, temperature and top_p must be numbers ({e})") from None
-
-    @staticmethod
-    def _seed(body: dict) -> int | None:
-        try:
-            return seed_of(body.get("seed"))
-        except ValueError as e:
-            raise BadRequest(str(e)) from None
 
     def chat(self, body, headers) -> tuple[int, dict | Iterator[bytes], dict]:
         """(HTTP status, JSON body or server-sent events, extra headers) for one chat-completions request."""
@@ -128,7 +108,7 @@ class Proxy:
         except BadRequest as e:
             return 400, openai_error(str(e)), {}
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
-        if body.get("stream"):
+        if req.stream:
             return 200, self._streamed(req, version), {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
                                    seeds=None if req.seed is None else [req.seed])[0]
@@ -136,12 +116,15 @@ class Proxy:
         return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), {}
 
     def _request(self, body: dict, headers) -> _Request:
+        check_shape(body, self.special_tokens)
         refuse_what_cannot_be_honoured(body)
         tools = offered_tools(body)
+        stream, include_usage = stream_of(body)
         return _Request(headers.get("X-Session-Id") or None, turn_type_of(headers.get("X-Turn-Type")),
                         _truthy(headers.get("X-Session-Done")), plain_messages(body.get("messages")), tools,
-                        self._sampling(body), self._seed(body), bool(tools) and body.get("tool_choice") != "none",
-                        bool((body.get("stream_options") or {}).get("include_usage")))
+                        sampling_of(body, self.sampling, self.max_tokens_cap or self.sampling.max_new_tokens),
+                        seed_of(body), stream,
+                        bool(tools) and body.get("tool_choice") != "none", include_usage)
 
     def _streamed(self, req: _Request, version: int) -> Iterator[bytes]:
         """The reply's events as the policy server samples it. The step is recorded once the reply is
@@ -249,7 +232,8 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
                            publish=tr.publish, workers=1, batch_size=tc.batch_samples,
                            max_staleness=tc.max_staleness, version=state.iteration + 1,
                            next_group=state.open_from, judges=tc.judge_workers)
-        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key)
+        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key,
+                      max_tokens_cap=tc.max_tokens_cap, special_tokens=special_tokens_of(tr.policy.tokenizer))
         server.RequestHandlerClass = make_handler(proxy)
         threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
         stack.callback(server.shutdown)
