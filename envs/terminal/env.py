@@ -10,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import shlex
-import tempfile
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +21,18 @@ from envs.sandbox.integrity import tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
 from envs.task_formats import load_suite
 from envs.terminal.actions import parse_action
+from envs.terminal.harbor import (
+    broken_report,
+    empty_context,
+    harbor_reward,
+    unhonoured_report,
+    warn_once,
+    with_env,
+)
 from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 _ORACLE = "# nextstate-oracle "  # + the env's key: the reply that gets the task's solution/ uploaded
-_WARNED: set[str] = set()  # warnings already given by this process: once per run, not per env or episode
 _NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml", "task.toml",
                  "instruction.md"}
 
@@ -69,8 +74,9 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         self._graded = False
         self._deadline: float | None = None  # the task's own agent timeout (Harbor [agent].timeout_sec)
         self._agent_root = False
-        _warn_once(_unhonoured_report(self.tasks))
-        _warn_once(_broken_report(self.tasks, {}))
+        self._host_cpus: float | None = None
+        warn_once(unhonoured_report(self.tasks))
+        warn_once(broken_report(self.tasks, {}))
 
     # -- images -----------------------------------------------------------------------------------
     def image_for(self, task: Task) -> str:
@@ -97,10 +103,9 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         context = Path(d["build_context"])
         text = f"FROM {d['docker_image']}\n" if d.get("docker_image") else None
         if d.get("env"):
-            text = (text or (context / d["dockerfile"]).read_text()) + "\n" + "".join(
-                f"ENV {k}={_dockerfile_quote(v)}\n" for k, v in d["env"].items())
+            text = with_env(text or (context / d["dockerfile"]).read_text(), d["env"])
         if not context.is_dir():  # a docker_image task needs no environment/ dir
-            context = Path(tempfile.mkdtemp(prefix="nextstate-empty-context-"))
+            context = empty_context()
         return build_image(client, context, f"nextstate-task/{task.task_id.lower()}",
                            dockerfile=d["dockerfile"], dockerfile_text=text, image_map=self.config.image_map,
                            fallback=self.config.base_image_fallback, exclude=_NOT_IN_IMAGE)
@@ -116,7 +121,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 pass
             if progress is not None:
                 progress(task)
-        _warn_once(_broken_report(tasks, self._image_failures))
+        warn_once(broken_report(tasks, self._image_failures))
 
     def _run_as(self, task: Task, image: str) -> tuple[str, str]:
         """(user, workdir) of the agent. Terminal-Bench 1.x: the env's user unless the task says
@@ -137,7 +142,9 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         if task.data.get("memory_mb"):
             c = dataclasses.replace(c, memory=f"{task.data['memory_mb']}m")
         if task.data.get("cpus"):  # no more than the daemon has: Docker refuses a larger quota
-            c = dataclasses.replace(c, cpus=min(float(task.data["cpus"]), float(self._docker().info()["NCPU"])))
+            if self._host_cpus is None:
+                self._host_cpus = float(self._docker().info()["NCPU"])
+            c = dataclasses.replace(c, cpus=min(float(task.data["cpus"]), self._host_cpus))
         return c
 
     def _start_task_sandbox(self, task: Task, info: dict) -> None:
@@ -175,19 +182,19 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             raise RuntimeError("call reset() before step()")
         if self._sandbox is None:
             return self._infra_failure("the sandbox is not running (it failed at reset)")
+        timeout = None
+        if self._deadline is not None:  # the task's own agent timeout: commands get what is left
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                return self._out_of_time(NextState(kind="error", text="the task's agent timeout was reached; "
+                                                   "the reply was not run"), {})
+            timeout = min(self.sandbox_config.command_timeout_s, left)
         parsed = parse_action(action, self.config.done_token)
         if parsed.error:
             ns = NextState(kind="error", text=parsed.error)
             info = {"next_state": ns, "step_label": {"parsed": False}}
             return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, info
         info: dict = {}
-        timeout = None
-        if self._deadline is not None:
-            left = self._deadline - time.monotonic()
-            if left <= 0:
-                return self._out_of_time(NextState(kind="error", text="the task's agent timeout was reached; "
-                                                   "the command was not run"), info)
-            timeout = min(self.sandbox_config.command_timeout_s, left)
         if parsed.command:
             try:
                 self._oracle_setup(parsed.command)
@@ -270,7 +277,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 code, out = sb.run("bash /tests/test.sh", user=user, workdir="/tests",
                                    timeout=task.data["test_timeout_s"],
                                    environment=task.data.get("verifier_env") or None)
-                outcome = _harbor_reward(sb)
+                outcome = harbor_reward(sb)
             else:
                 sb.upload(task.data["test_entry"], "/tests")
                 code, out = sb.run("bash /tests/run-tests.sh", workdir="/tests",
@@ -302,47 +309,3 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
     def tools_for(self, task: Task) -> None:
         return None  # terminal agents act through text, not tool schemas
 
-
-def _harbor_reward(sb) -> float:
-    """/logs/verifier/reward.txt (a number), else reward.json's `reward`; 0 when neither says."""
-    import json
-
-    try:
-        return float(sb.download("/logs/verifier/reward.txt").decode().strip() or 0)
-    except (FileNotFoundError, ValueError):
-        pass
-    try:
-        return float(json.loads(sb.download("/logs/verifier/reward.json"))["reward"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return 0.0
-
-
-def _dockerfile_quote(value: str) -> str:
-    """A Dockerfile ENV value: double-quoted, with `$` not expanded by the builder."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
-
-
-def _warn_once(message: str) -> None:
-    if message and message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message, stacklevel=3)
-
-
-def _unhonoured_report(tasks: list[Task]) -> str:
-    """One line for the task.toml fields this env cannot honour, with the tasks that set them."""
-    by_field: dict[str, list[str]] = {}
-    for t in tasks:
-        for f in t.data.get("unhonoured", ()):
-            by_field.setdefault(f, []).append(t.task_id)
-    return "; ".join(f"{f} not honoured here (tasks: {', '.join(ids)})" for f, ids in sorted(by_field.items()))
-
-
-def _broken_report(tasks: list[Task], image_failures: dict[str, str]) -> str:
-    """One warning for the tasks that cannot run (each becomes one infra-failure episode)."""
-    why = {t.task_id: f"did not load: {t.data['load_error']}" for t in tasks if t.data.get("load_error")}
-    why.update({tid: reason for tid, reason in image_failures.items() if tid in {t.task_id for t in tasks}})
-    if not why:
-        return ""
-    lines = [f"  {tid}: {(reason.strip().splitlines() or [''])[0][:300]}" for tid, reason in sorted(why.items())]
-    head = f"{len(why)} of {len(tasks)} terminal tasks cannot run (each is one infra-failure episode):\n"
-    return head + "\n".join(lines)

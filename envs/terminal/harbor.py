@@ -1,0 +1,72 @@
+"""What the terminal env needs to run Harbor-format tasks as Harbor does, beyond what both formats
+share (envs/terminal/env.py): the verifier's reward files, `[environment].env` as Dockerfile ENV lines,
+an empty build context for a `docker_image` task, and the per-run warnings about tasks that cannot
+run or fields that are not honoured."""
+from __future__ import annotations
+
+import json
+import tempfile
+import warnings
+from pathlib import Path
+
+from nextstate.types import Task
+
+_WARNED: set[str] = set()  # warnings already given by this process: once per run, not per env or episode
+_EMPTY: list[Path] = []
+
+
+def harbor_reward(sb) -> float:
+    """/logs/verifier/reward.txt (a number), else reward.json's `reward`; 0 when neither says."""
+    try:
+        return float(sb.download("/logs/verifier/reward.txt").decode().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        pass
+    try:
+        return float(json.loads(sb.download("/logs/verifier/reward.json"))["reward"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def dockerfile_quote(value: str) -> str:
+    """A Dockerfile ENV value: double-quoted, with `$` not expanded by the builder."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def warn_once(message: str) -> None:
+    """A warning given once per process (a run makes one env per worker, and resets it per episode)."""
+    if message and message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def unhonoured_report(tasks: list[Task]) -> str:
+    """One line for the task.toml fields this env cannot honour, with the tasks that set them."""
+    by_field: dict[str, list[str]] = {}
+    for t in tasks:
+        for f in t.data.get("unhonoured", ()):
+            by_field.setdefault(f, []).append(t.task_id)
+    return "; ".join(f"{f} not honoured here (tasks: {', '.join(ids)})" for f, ids in sorted(by_field.items()))
+
+
+def broken_report(tasks: list[Task], image_failures: dict[str, str]) -> str:
+    """One warning for the tasks that cannot run (each becomes one infra-failure episode)."""
+    why = {t.task_id: f"did not load: {t.data['load_error']}" for t in tasks if t.data.get("load_error")}
+    why.update({tid: reason for tid, reason in image_failures.items() if tid in {t.task_id for t in tasks}})
+    if not why:
+        return ""
+    lines = [f"  {tid}: {(reason.strip().splitlines() or [''])[0][:300]}" for tid, reason in sorted(why.items())]
+    head = f"{len(why)} of {len(tasks)} terminal tasks cannot run (each is one infra-failure episode):\n"
+    return head + "\n".join(lines)
+
+
+def with_env(dockerfile_text: str, env: dict[str, str]) -> str:
+    """The Dockerfile with `env` set in its last stage (the agent's shell, the solution and the tests
+    all see it, as they see a compose service's environment under Harbor)."""
+    return dockerfile_text.rstrip("\n") + "\n" + "".join(f"ENV {k}={dockerfile_quote(v)}\n" for k, v in env.items())
+
+
+def empty_context() -> Path:
+    """A build context with nothing in it (one per process), for a task that names a docker_image."""
+    if not _EMPTY:
+        _EMPTY.append(Path(tempfile.mkdtemp(prefix="nextstate-empty-context-")))
+    return _EMPTY[0]
