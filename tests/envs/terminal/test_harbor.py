@@ -36,9 +36,22 @@ def test_a_suite_without_splits_is_in_every_split():
         assert len(load_suite(SUITE_DIR, split=split)) == len(VALID) + len(BROKEN)
 
 
+def test_an_empty_split_says_which_splits_there_are(tmp_path, terminal_config, sandbox_config):
+    task = tmp_path / "only-train"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.yaml").write_text("instruction: do it\nsplit: train\n")
+    (task / "Dockerfile").write_text("FROM nextstate/terminal:latest\n")
+    (task / "run-tests.sh").write_text("true\n")
+    cfg = dataclasses.replace(terminal_config, tasks_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"split=test.*\['train'\].*split=all"):
+        TerminalEnv(cfg, sandbox_config, split="test")
+    assert [t.task_id for t in TerminalEnv(cfg, sandbox_config, split="all").tasks] == ["only-train"]
+
+
 def test_harbor_fields_are_read():
     solution = load_task_dir(SUITE_DIR / "harbor-solution-files").data
-    assert solution["solution_env"] == {"SUFFIX": "!"} and solution["run_as"] is None
+    assert solution["solution_env"] == {"SUFFIX": "!"} and solution["run_as"] == "agent"
+    assert load_task_dir(SUITE_DIR / "harbor-image-user").data["run_as"] is None  # the image's user
     limits = load_task_dir(SUITE_DIR / "harbor-limits").data
     assert (limits["cpus"], limits["memory_mb"]) == (0.5, 384)
     assert limits["unhonoured"] == ["environment.storage_mb"]
@@ -46,7 +59,8 @@ def test_harbor_fields_are_read():
     assert image["docker_image"] == "nextstate/terminal:latest" and image["workdir"] == "/srv/work"
     assert image["env"] == {"GREETING": "hello from $HOME's \"env\""}
     verifier = load_task_dir(SUITE_DIR / "harbor-verifier-env").data
-    assert verifier["verifier_env"] == {"EXPECTED": "42"} and verifier["verifier_user"] == "root"
+    assert verifier["verifier_env"] == {"EXPECTED": "42"} and verifier["verifier_user"] == "agent"
+    assert load_task_dir(SUITE_DIR / "harbor-limits").data["verifier_user"] == "root"  # Harbor's default
     assert load_task_dir(SUITE_DIR / "harbor-agent-timeout").data["agent_timeout_s"] == 4.0
 
 
