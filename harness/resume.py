@@ -86,10 +86,21 @@ def _masked(node, secret: str):
     return node
 
 
+def secrets_of(cfg: DictConfig) -> list[str]:
+    """The values of the secrets the config sets."""
+    return [str(s) for s in (OmegaConf.select(cfg, k, default=None) for k in SECRET_KEYS) if s]
+
+
+def masked(text: str, cfg: DictConfig) -> str:
+    for s in secrets_of(cfg):
+        text = text.replace(s, "***")
+    return text
+
+
 def redact_secrets(cfg: DictConfig, run_dir: Path) -> None:
     """Hydra's record of the command (`<run_dir>/.hydra/*.yaml`: the overrides, the config, hydra.yaml's
     override_dirname) with every secret's value replaced by "***"."""
-    secrets = [str(s) for s in (OmegaConf.select(cfg, k) for k in SECRET_KEYS) if s]
+    secrets = secrets_of(cfg)
     for path in sorted((run_dir / ".hydra").glob("*.yaml")):
         text = path.read_text()
         if any(s in text for s in secrets):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import signal
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -16,7 +17,15 @@ from omegaconf import DictConfig, OmegaConf
 import envs  # noqa: F401  (registers the environments)
 from envs.sandbox import docker_client, reap_orphans
 from harness.reports.plots import write_sweep_plot
-from harness.resume import already_finished, check_resumable, recorded_config, redact_secrets, resume_command
+from harness.resume import (
+    already_finished,
+    check_resumable,
+    masked,
+    recorded_config,
+    redact_secrets,
+    resume_command,
+    secrets_of,
+)
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, run_config
 from nextstate.leaderboard import file_pending_row
@@ -106,6 +115,11 @@ def cli(cfg: DictConfig) -> None:
         command = resume_command(HydraConfig.get().overrides.task, run_dir_of(cfg))
         print(f"\n[nextstate] interrupted: containers removed; resume with: {command}", file=sys.stderr)
         sys.exit(130)
+    except Exception:
+        if not secrets_of(cfg):
+            raise  # Hydra reports it
+        print(masked(traceback.format_exc(), cfg), file=sys.stderr)  # Hydra's report quotes mode.api_key=<key>
+        sys.exit(1)
 
 
 if __name__ == "__main__":

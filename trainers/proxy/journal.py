@@ -31,6 +31,7 @@ class PendingTurn:
     generation: Generation
     version: int
     tools: list[dict] | None = None
+    token: str = ""  # the session's X-Session-Token: its owner's proof (trainers/proxy/sessions.py)
 
     def to_dict(self) -> dict:
         return asdict(self)

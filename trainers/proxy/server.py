@@ -2,11 +2,13 @@
 policy; every live conversation through it becomes training data while it is being served.
 
   client --POST /v1/chat/completions (X-Session-Id, X-Turn-Type, X-Session-Done)--> proxy --> policy server
-  the session's next main request = the next state of its previous reply (trainers/proxy/sessions.py)
+  the session's next main request = the next state of its previous reply (trainers/proxy/sessions.py:
+  one main request at a time, a history that continues it, X-Session-Done with the X-Session-Token)
   -> judge thread: votes / hints / teacher logprobs -> samples        (the async loops of mode=async)
   -> trainer: `batch_samples` fresh samples -> PPO update -> weights swapped into the server
      (requests meanwhile get HTTP 503 with Retry-After, as in the paper) -> log line + checkpoint
 
+Every request is checked before it is sampled (trainers/proxy/request.py): a 400 naming the field.
 Tool calls and streaming speak OpenAI's wire format (trainers/proxy/openai_wire.py), so agent frameworks
 that run tools work unchanged. There is no env, no task and no outcome: use a per-step signal with
 `signal.baseline=none` (`+experiment=personal_proxy`). `mode.iterations` updates, then the proxy
@@ -16,6 +18,7 @@ stops (0 = until Ctrl-C). The URL is printed and written to `<run_dir>/proxy.jso
 """
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 import queue
@@ -48,7 +51,7 @@ from trainers.proxy.openai_wire import (
     shown_so_far,
 )
 from trainers.proxy.request import check_shape, sampling_of, seed_of, special_tokens_of, stream_of
-from trainers.proxy.sessions import SessionBook, turn_type_of
+from trainers.proxy.sessions import SessionBook, SessionRefused, turn_type_of
 from trainers.setup import Training, start_training
 from trainers.train_plot import write_train_plot
 
@@ -68,6 +71,7 @@ class _Request:
     session: str | None
     turn_type: str
     done: bool  # X-Session-Done
+    token: str | None  # X-Session-Token
     messages: list[dict[str, str]]
     tools: list[dict] | None
     sampling: SamplingConfig
@@ -75,6 +79,26 @@ class _Request:
     stream: bool
     parse_tools: bool  # tools offered (and tool_choice is not "none"): calls go out as tool_calls
     include_usage: bool  # stream_options.include_usage
+
+
+class _Releasing:
+    """A reply's event stream that frees its session once closed, even if never started (a client gone
+    before the first event): a generator's own `finally` would not run then."""
+
+    def __init__(self, events: Iterator[bytes], release):
+        self.events, self._release = events, release
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self.events)
+
+    def close(self) -> None:
+        try:
+            self.events.close()
+        finally:
+            self._release()
 
 
 def _truthy(value: str | None) -> bool:
@@ -107,13 +131,24 @@ class Proxy:
             req = self._request(body, headers)
         except BadRequest as e:
             return 400, openai_error(str(e)), {}
+        try:  # the session is busy (one main request at a time) until its reply is recorded
+            token = self.book.admit(req.session, req.turn_type, req.messages, req.done, req.token)
+        except SessionRefused as e:
+            return e.status, openai_error(str(e), "conflict" if e.status == 409 else "permission_error"), \
+                {"Retry-After": "1"} if e.status == 409 else {}
+        out = {"X-Session-Token": token} if token else {}
+        release = functools.partial(self.book.release, req.session) if token else lambda: None
         version = self.gate.version  # the version this reply is sampled from (the server swaps only while closed)
         if req.stream:
-            return 200, self._streamed(req, version), {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
-                                   seeds=None if req.seed is None else [req.seed])[0]
-        self._record(req, gen, version)
-        return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), {}
+            return 200, _Releasing(self._streamed(req, version, token), release), \
+                {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **out}
+        try:
+            gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
+                                       seeds=None if req.seed is None else [req.seed])[0]
+            self._record(req, gen, version, token)
+        finally:
+            release()
+        return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), out
 
     def _request(self, body: dict, headers) -> _Request:
         check_shape(body, self.special_tokens)
@@ -121,12 +156,13 @@ class Proxy:
         tools = offered_tools(body)
         stream, include_usage = stream_of(body)
         return _Request(headers.get("X-Session-Id") or None, turn_type_of(headers.get("X-Turn-Type")),
-                        _truthy(headers.get("X-Session-Done")), plain_messages(body.get("messages")), tools,
+                        _truthy(headers.get("X-Session-Done")), headers.get("X-Session-Token") or None,
+                        plain_messages(body.get("messages")), tools,
                         sampling_of(body, self.sampling, self.max_tokens_cap or self.sampling.max_new_tokens),
                         seed_of(body), stream,
                         bool(tools) and body.get("tool_choice") != "none", include_usage)
 
-    def _streamed(self, req: _Request, version: int) -> Iterator[bytes]:
+    def _streamed(self, req: _Request, version: int, token: str | None) -> Iterator[bytes]:
         """The reply's events as the policy server samples it. The step is recorded once the reply is
         complete: a client gone mid-stream never saw it."""
         events = EventStream(self.model_name)
@@ -140,12 +176,13 @@ class Proxy:
             if len(shown) > len(sent) and shown.startswith(sent):
                 yield events.delta({"content": shown[len(sent):]})
                 sent = shown
-        self._record(req, gen, version)
+        self._record(req, gen, version, token)
         done = completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop)
         yield from events.closing(done, sent, include_usage=req.include_usage)
 
-    def _record(self, req: _Request, gen, version: int) -> None:
-        done = self.book.record(req.session, req.turn_type, req.messages, gen, version, req.done, tools=req.tools)
+    def _record(self, req: _Request, gen, version: int, token: str | None) -> None:
+        done = self.book.record(req.session, req.turn_type, req.messages, gen, version, req.done, tools=req.tools,
+                                token=token or "")
         with self._lock:
             self.served += 1
             self.recorded += len(done)

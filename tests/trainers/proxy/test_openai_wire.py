@@ -234,8 +234,9 @@ def test_stop_strings_reach_the_policy_and_end_the_text_the_client_reads(served)
                                          stop=["Observation:", "\n\n"], seed=7, extra_headers={"X-Session-Id": "s"})
     assert out.choices[0].message.content == "Thought: look it up\n"
     assert policy.sampling.stop == ("Observation:", "\n\n") and policy.seeds == [7]
-    client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], stop="\n",
-                                   extra_headers={"X-Session-Id": "s"})
+    client.chat.completions.create(model="scripted", stop="\n", extra_headers={"X-Session-Id": "s"}, messages=[
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": out.choices[0].message.content},
+        {"role": "user", "content": "and?"}])
     assert policy.sampling.stop == ("\n",) and policy.seeds is None
     # the step keeps the whole sampled text: its tokens are what the policy said
     assert proxy.book.steps.get_nowait().step.action_text.endswith("more")

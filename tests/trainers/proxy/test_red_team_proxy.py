@@ -17,11 +17,12 @@ from agents.serving.transformers_policy import SamplingConfig
 from harness.resume import resume_command
 from tests.paths import ROOT
 from tests.trainers.proxy.test_openai_wire import ScriptedPolicy
+from tests.trainers.proxy.test_sessions import A, U, gen
 from trainers.async_loops import Gate
 from trainers.proxy.http import make_handler
 from trainers.proxy.request import special_tokens_of
 from trainers.proxy.server import Proxy
-from trainers.proxy.sessions import SessionBook
+from trainers.proxy.sessions import SessionBook, SessionRefused
 
 SECRET = "sk-red-team-0123456789"
 SPECIAL = ("<|endoftext|>", "<|im_end|>", "<|im_start|>")  # SmolLM2's chat template tokens, as the tokenizer has them
@@ -46,6 +47,16 @@ def test_an_api_key_given_on_the_command_line_is_never_written_down_or_printed(t
 
 
 @pytest.mark.red_team
+def test_a_run_that_fails_does_not_print_the_key_with_its_overrides(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state",
+                        f"mode.api_key={SECRET}", "mode.max_tokens_cap=abc", f"hydra.run.dir={tmp_path / 'run'}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)))
+    assert p.returncode == 1 and "max_tokens_cap" in p.stderr  # Hydra's own report would quote the overrides
+    assert SECRET not in p.stdout + p.stderr
+
+
+@pytest.mark.red_team
 def test_the_resume_command_printed_on_ctrl_c_leaves_the_key_out(tmp_path):
     for given in (f"mode.api_key={SECRET}", f"+mode.api_key={SECRET}", "mode.api_key=***"):
         command = resume_command(["mode=proxy", given, "resume=old"], tmp_path)
@@ -62,7 +73,7 @@ def _proxy(*replies, cap=64, special_tokens=SPECIAL):
                  max_tokens_cap=cap, special_tokens=special_tokens), policy
 
 
-Q = [{"role": "user", "content": "q"}]
+Q = [U("q")]
 
 
 @pytest.mark.red_team
@@ -171,3 +182,94 @@ def test_over_http_nesting_nonfinite_numbers_surrogates_and_bad_lengths_get_a_40
     status, body = _post(port, f"{{{q}}}".encode())
     assert status == 200 and json.loads(body)["choices"][0]["message"]["content"] == "ok"
     assert proxy.served == 1
+
+
+# -- one conversation per session --
+
+def _answer(proxy, messages, session="s", **headers):
+    return proxy.chat({"messages": messages}, {"X-Session-Id": session, **headers})
+
+
+@pytest.mark.red_team
+def test_a_reused_session_id_never_pairs_one_users_reply_with_anothers_message():
+    proxy, _ = _proxy("alice's answer", "bob's answer", "alice's second")
+    status, body, headers = _answer(proxy, [U("alice: 2+2?")])
+    assert status == 200 and headers["X-Session-Token"]
+    status, body, _ = _answer(proxy, [U("bob: name a fruit")])  # bob's client happens to send the same id
+    assert status == 409 and "do not continue" in body["error"]["message"]
+    assert proxy.book.steps.qsize() == 0 and proxy.book._pending["s"].generation.text == "alice's answer"
+    status, _, _ = _answer(proxy, [U("alice: 2+2?"), A("alice's answer"), U("alice: no, 4")])
+    step = proxy.book.steps.get_nowait().step
+    assert status == 200 and step.action_text == "alice's answer" and step.next_state.text == "alice: no, 4"
+    with pytest.raises(SessionRefused):  # the book itself refuses to pair, too
+        proxy.book.record("s", "main", [U("bob again")], gen("x"), 0)
+
+
+@pytest.mark.red_team
+def test_a_session_serves_one_main_request_at_a_time():
+    started, go = threading.Event(), threading.Event()
+
+    class Blocking(ScriptedPolicy):
+        def generate(self, conversations, **kw):
+            if not started.is_set():
+                started.set()
+                go.wait(10)
+            return super().generate(conversations, **kw)
+
+    policy = Blocking("side", "first", "third")  # in the order they are sampled: the side turn comes first
+    proxy = Proxy(policy, Gate(0), SessionBook(), SamplingConfig(16, 1.0, 1.0, 512), "scripted")
+    first = threading.Thread(target=_answer, args=(proxy, [U("q")]))
+    first.start()
+    assert started.wait(10)
+    status, body, headers = _answer(proxy, [U("q")])  # the same request again, while the first is sampled
+    assert status == 409 and headers == {"Retry-After": "1"}
+    assert "one main request at a time" in body["error"]["message"]
+    assert _answer(proxy, [U("title?")], **{"X-Turn-Type": "side"})[0] == 200  # side turns are not held
+    go.set()
+    first.join(10)
+    assert _answer(proxy, [U("q"), A("first"), U("more")])[0] == 200  # free again once the reply is recorded
+    step = proxy.book.steps.get_nowait()
+    assert step.step.action_text == "first" and proxy.book.steps.qsize() == 0
+
+
+@pytest.mark.red_team
+def test_only_the_sessions_owner_can_end_it():
+    proxy, _ = _proxy("r1", "r2", "r3")
+    _, _, headers = _answer(proxy, [U("q")])
+    token = headers["X-Session-Token"]
+    history = [U("q"), A("r1"), U("thanks, bye")]
+    for given in ({}, {"X-Session-Token": "guessed"}):
+        status, body, _ = _answer(proxy, history, **{"X-Session-Done": "1"}, **given)
+        assert status == 403 and "X-Session-Token" in body["error"]["message"]
+    assert proxy.book.open_sessions == 1 and proxy.book.unanswered == 0
+    status, _, headers = _answer(proxy, history, **{"X-Session-Done": "1", "X-Session-Token": token})
+    assert status == 200 and headers["X-Session-Token"] == token
+    assert proxy.book.open_sessions == 0 and proxy.book.unanswered == 1 and proxy.book.steps.qsize() == 1
+
+
+@pytest.mark.red_team
+def test_a_sessions_token_survives_a_restart(tmp_path):
+    from trainers.proxy.journal import SessionJournal
+
+    book = SessionBook(journal=SessionJournal(tmp_path / "j.jsonl"))
+    token = book.admit("s", "main", [U("q")])
+    book.record("s", "main", [U("q")], gen("r"), 0, token=token)
+    book.release("s")
+    again = SessionBook(journal=SessionJournal(tmp_path / "j.jsonl"))
+    with pytest.raises(SessionRefused) as refused:
+        again.admit("s", "main", [U("q"), A("r"), U("bye")], done=True)
+    assert refused.value.status == 403
+    assert again.admit("s", "main", [U("q"), A("r"), U("bye")], done=True, token=token) == token
+
+
+@pytest.mark.red_team
+def test_a_streamed_reply_frees_its_session_even_if_never_read():
+    proxy, _ = _proxy("one", "two")
+    status, events, headers = proxy.chat({"messages": [U("q")], "stream": True}, {"X-Session-Id": "s"})
+    assert status == 200 and headers["X-Session-Token"]
+    assert proxy.chat({"messages": [U("q")], "stream": True}, {"X-Session-Id": "s"})[0] == 409
+    events.close()  # the client left before the first event
+    status, events, _ = proxy.chat({"messages": [U("q")], "stream": True}, {"X-Session-Id": "s"})
+    assert status == 200 and b"[DONE]" in b"".join(events)
+    events.close()
+    assert proxy.book.open_sessions == 1 and proxy.book._busy == set()

@@ -135,14 +135,17 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
         # (call the tool or answer), its message goes back into the history as the client got it
         client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=300)
         bob = {"X-Session-Id": "bob"}
-        first = client.chat.completions.create(model="smollm2-135m-instruct", messages=[U("Name a fruit.")],
-                                               tools=[FRUIT_TOOL], temperature=1.0, extra_headers=bob).choices[0]
+        raw = client.chat.completions.with_raw_response.create(
+            model="smollm2-135m-instruct", messages=[U("Name a fruit.")], tools=[FRUIT_TOOL], temperature=1.0,
+            extra_headers=bob)
+        first, token = raw.parse().choices[0], raw.headers["X-Session-Token"]  # ending the session needs the token
         assert first.finish_reason in ("stop", "length", "tool_calls")
         assert (first.message.tool_calls is not None) == (first.finish_reason == "tool_calls")
         history = [U("Name a fruit."), first.message.model_dump(exclude_none=True),
                    U("Please answer in one word: apple.")]
         chunks = list(client.chat.completions.create(model="smollm2-135m-instruct", messages=history, stream=True,
-                                                     seed=11, extra_headers={**bob, "X-Session-Done": "1"}))
+                                                     seed=11, extra_headers={**bob, "X-Session-Done": "1",
+                                                                                "X-Session-Token": token}))
         assert chunks[-1].choices[0].finish_reason in ("stop", "length")
         # streamed token by token, it is the reply the same seed gives whole (asked as a side turn)
         whole = client.chat.completions.create(model="smollm2-135m-instruct", messages=history, seed=11,
