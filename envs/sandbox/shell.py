@@ -129,10 +129,18 @@ class PersistentShell:
             if found is not None and found[0] == 0 and pid.isdigit():
                 self.pid = int(pid)
                 return
-            why = pid[:300] or "no answer"
+            code = self._exit_code(exec_id)
+            why = pid[:300] or f"no output, exec exit code {code}" + (
+                " (the image has no such user, or no bash)" if code == 126 else "")
             self.close()
         raise SandboxError(f"the shell (bash as user {self._user!r} in {self._cwd}) did not start after "
                            f"{START_TRIES} tries: {why}")
+
+    def _exit_code(self, exec_id: str):
+        try:
+            return self._api.exec_inspect(exec_id).get("ExitCode")
+        except Exception as e:  # noqa: BLE001  (only for the message)
+            return f"unknown ({e})"
 
     def close(self) -> None:
         if self._sock is not None:

@@ -76,7 +76,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         self._agent_root = False
         self._host_cpus: float | None = None
         warn_once(unhonoured_report(self.tasks))
-        warn_once(broken_report(self.tasks, {}))
+        warn_once(broken_report(self.tasks))
 
     # -- images -----------------------------------------------------------------------------------
     def image_for(self, task: Task) -> str:
@@ -121,7 +121,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 pass
             if progress is not None:
                 progress(task)
-        warn_once(broken_report(tasks, self._image_failures))
+        warn_once(broken_report([t for t in tasks if not t.data.get("load_error")], self._image_failures))
 
     def _run_as(self, task: Task, image: str) -> tuple[str, str]:
         """(user, workdir) of the agent. Terminal-Bench 1.x: the env's user unless the task says

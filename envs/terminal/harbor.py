@@ -48,15 +48,18 @@ def unhonoured_report(tasks: list[Task]) -> str:
     return "; ".join(f"{f} not honoured here (tasks: {', '.join(ids)})" for f, ids in sorted(by_field.items()))
 
 
-def broken_report(tasks: list[Task], image_failures: dict[str, str]) -> str:
-    """One warning for the tasks that cannot run (each becomes one infra-failure episode)."""
-    why = {t.task_id: f"did not load: {t.data['load_error']}" for t in tasks if t.data.get("load_error")}
-    why.update({tid: reason for tid, reason in image_failures.items() if tid in {t.task_id for t in tasks}})
+def broken_report(tasks: list[Task], image_failures: dict[str, str] | None = None) -> str:
+    """One warning for the tasks that cannot run (each becomes one infra-failure episode): those that
+    did not load, or (given `image_failures`) those whose image could not be made."""
+    if image_failures is None:
+        why, what = {t.task_id: t.data["load_error"] for t in tasks if t.data.get("load_error")}, "did not load"
+    else:
+        ids = {t.task_id for t in tasks}
+        why, what = {tid: r for tid, r in image_failures.items() if tid in ids}, "have no image"
     if not why:
         return ""
     lines = [f"  {tid}: {(reason.strip().splitlines() or [''])[0][:300]}" for tid, reason in sorted(why.items())]
-    head = f"{len(why)} of {len(tasks)} terminal tasks cannot run (each is one infra-failure episode):\n"
-    return head + "\n".join(lines)
+    return f"{len(why)} of {len(tasks)} terminal tasks {what} (each is one infra-failure episode):\n" + "\n".join(lines)
 
 
 def with_env(dockerfile_text: str, env: dict[str, str]) -> str:
