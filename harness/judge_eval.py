@@ -21,33 +21,8 @@ from agents.factory import model_path, serve_policy
 from agents.serving.backend import BackendConfig
 from nextstate.atomic import write_json_atomic
 from nextstate.config import compose, model_config, typed
-from nextstate.types import Step
+from trainers.feedback.judge_accuracy import judged_steps, vote_scores
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
-
-
-def judged_steps(env, policy, tasks, system_prompt: str) -> list[Step]:
-    """Two steps per task: the reference reply and the policy's (greedy) reply, each with the user's
-    next message and verdict from the env itself."""
-    convs = [[{"role": "system", "content": system_prompt}, {"role": "user", "content": t.instruction}]
-             for t in tasks]
-    replies = [g.text for g in policy.generate(convs)]
-    steps = []
-    for task, msgs, reply in zip(tasks, convs, replies):
-        for action in (env.reference_actions(task)[0], reply):
-            env.reset(options={"task_id": task.task_id})
-            _, _, _, _, info = env.step(action)
-            steps.append(Step(0, msgs, action, info["next_state"], info={"step_label": info["step_label"]}))
-    return steps
-
-
-def score(steps: list[Step], judgements) -> dict:
-    votes = [v for j in judgements for v in j.votes]
-    truth = [1 if s.info["step_label"]["satisfied"] else -1 for s in steps]
-    scored = [(j.score > 0) == (t > 0) for j, t in zip(judgements, truth) if j.score != 0]
-    return {"steps": len(steps), "satisfied_steps": truth.count(1), "votes": len(votes),
-            "valid": round(sum(v is not None for v in votes) / max(1, len(votes)), 3),
-            "scored": round(len(scored) / max(1, len(steps)), 3),
-            "accuracy": round(sum(scored) / len(scored), 3) if scored else None}
 
 
 def main(argv: list[str]) -> int:
@@ -69,7 +44,7 @@ def main(argv: list[str]) -> int:
     with serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=judge_path, log_path=out_dir / "judge.log") as jp:
         judgements = ModelJudge(jp, judge_cfg, typed(cfg.hints, HintConfig), seed=cfg.seed).votes(steps)
     result = {"persona": cfg.env.persona, "split": cfg.split, "judge": str(judge_path), "m": judge_cfg.m,
-              **score(steps, judgements)}
+              **vote_scores(steps, judgements)}
     write_json_atomic(out_dir / f"{cfg.env.persona}_{cfg.split}_{judge_path.name}.json",
                       {**result, "examples": [{"reply": s.action_text, "next_state": s.next_state.text,
                                                "satisfied": s.info["step_label"]["satisfied"], "raw": list(j.raw)}

@@ -157,6 +157,7 @@ def combined_advantage(
     teacher_logprobs: Tensor,
     old_logprobs: Tensor,
     mask: Tensor,
+    *,
     w_rl: float = 1.0,
     w_opd: float = 1.0,
     has_hint: Tensor | None = None,

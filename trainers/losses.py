@@ -56,15 +56,8 @@ def topk_reverse_kl(
 # policy loss
 
 
-def ppo_clipped_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
-) -> tuple[Tensor, dict[str, Tensor]]:
+def ppo_clipped_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, *,
+                     eps_low: float = 0.2, eps_high: float = 0.28) -> tuple[Tensor, dict[str, Tensor]]:
     """PPO clipped surrogate with asymmetric bounds [1 − eps_low, 1 + eps_high].
 
     ρ = exp(log π_θ − log π_old); per token max(−ρA, −clip(ρ)·A), i.e. the pessimistic bound, so a

@@ -4,6 +4,7 @@ template's end-of-turn token so the model learns to stop."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -75,3 +76,22 @@ def mean_nll(model, samples: list[Sample], batch_size: int = 8) -> float:
         batch = samples[i: i + batch_size]
         total += float(sft_loss(model, batch)) * len(batch)
     return total / max(1, len(samples))
+
+
+def fine_tune(init_path: Path, tokenizer, samples: list[Sample], cfg: SFTConfig, seed: int, out_dir: Path,
+              tag: str) -> tuple[float, float, list[float]]:
+    """Behaviour cloning of the model at `init_path` on `samples`, saved with its tokenizer to
+    `out_dir`. Returns (NLL before, NLL after, each epoch's mean loss); prints the epochs as `[tag]`."""
+    from transformers import AutoModelForCausalLM
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(init_path)
+    nll_before = mean_nll(model, samples)
+    losses = sft_train(model, samples, cfg, seed,
+                       log=lambda e, loss: print(f"[{tag}] epoch {e + 1}/{cfg.epochs}: loss {loss:.4f}"))
+    nll_after = mean_nll(model, samples)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return nll_before, nll_after, losses

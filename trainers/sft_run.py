@@ -7,7 +7,6 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig
 
 from agents.base import ModelAgent, OracleAgent
@@ -23,7 +22,7 @@ from nextstate.config import check_ranges, model_config, typed
 from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import without_tags
-from trainers.sft import SFTConfig, mean_nll, sft_samples, sft_train
+from trainers.sft import SFTConfig, fine_tune, sft_samples
 
 
 class SplitLeakError(RuntimeError):
@@ -40,7 +39,7 @@ def oracle_trajectories(pool, tasks, system_prompt, seed, parallel, progress):
 
 
 def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
 
     t0, cpu0 = time.monotonic(), cpu_seconds()
@@ -80,17 +79,8 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
             return summarize(trajs)
 
         before = evaluate("eval before")
-        if sc.threads:
-            torch.set_num_threads(sc.threads)
-        torch.manual_seed(cfg.seed)
-        model = AutoModelForCausalLM.from_pretrained(init_path)
-        nll_before = mean_nll(model, samples)
-        losses = sft_train(model, samples, sc, cfg.seed,
-                           log=lambda e, loss: print(f"[sft] epoch {e + 1}/{sc.epochs}: loss {loss:.4f}"))
-        nll_after = mean_nll(model, samples)
         out_dir = run_dir / "model"
-        model.save_pretrained(out_dir, safe_serialization=True)
-        tokenizer.save_pretrained(out_dir)
+        nll_before, nll_after, losses = fine_tune(init_path, tokenizer, samples, sc, cfg.seed, out_dir, "sft")
         policy.update_weights_from_disk(str(out_dir))
         after = evaluate("eval after")
     metrics = {"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "signal": "sft", "seed": cfg.seed,

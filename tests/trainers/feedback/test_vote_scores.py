@@ -1,7 +1,7 @@
 """The judge check's numbers, by hand: vote validity over all m x steps answers, accuracy of the
 step score's sign against the user's verdict over the steps it scored, and the share scored."""
-from harness.judge_eval import score
 from nextstate.types import Judgement, NextState, Step
+from trainers.feedback.judge_accuracy import vote_scores
 
 
 def _step(satisfied: bool) -> Step:
@@ -14,7 +14,7 @@ def test_validity_accuracy_and_coverage():
                   Judgement(votes=(1, -1, 1), score=1.0),       # wrong
                   Judgement(votes=(-1, None, None), score=-1.0),  # right
                   Judgement(votes=(None, None, None), score=0.0)]  # unscored: masked out of training
-    got = score(steps, judgements)
+    got = vote_scores(steps, judgements)
     assert got["valid"] == 6 / 12 and got["scored"] == 0.75 and got["accuracy"] == round(2 / 3, 3)
     assert got["steps"] == 4 and got["satisfied_steps"] == 2 and got["votes"] == 12
-    assert score(steps[:1], [Judgement(votes=(None,), score=0.0)])["accuracy"] is None
+    assert vote_scores(steps[:1], [Judgement(votes=(None,), score=0.0)])["accuracy"] is None

@@ -1,0 +1,102 @@
+"""`mode=sft_judge`: a PRM judge trained for a persona's chat steps (issue 19, item 3).
+
+The 135M model as its own judge gives a parsable vote 7% of the time, at chance accuracy. The judge's
+job on chat steps is narrow: read the reply and the user's next message, and say whether the user
+accepted it. So it is taught that job on the persona's **train** split only: for every train request,
+the reference reply (the user thanks it) and the initial policy's greedy reply (the user nearly always
+complains) are played through the env, and the env's verdict (`step_label.satisfied`) labels the
+judge prompt the model judge would send (conf/judge/, same system message and template) with a
+one-line answer ending in `\\boxed{1}` or `\\boxed{-1}`. Behaviour cloning as `mode=sft` does it.
+
+Validity and accuracy are measured on the **test** split's steps before and after, with the judge's
+own sampling (m votes at its temperature), and written to `<run_dir>/metrics.json`. The trained
+judge is `<run_dir>/judge`; `judge.model=<run_dir>/judge` uses it in training runs.
+
+    python -m harness.run mode=sft_judge env=chat env.persona=casual
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from agents.factory import model_path, serve_policy
+from agents.serving.backend import BackendConfig
+from agents.serving.chat import render_prompt_ids
+from nextstate.atomic import write_json_atomic
+from nextstate.config import check_ranges, model_config, typed
+from nextstate.types import Sample, Step
+from trainers.cpu_time import cpu_seconds
+from trainers.feedback.judge_accuracy import judged_steps, vote_scores
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, render
+from trainers.sft import SFTConfig, fine_tune
+
+ANSWERS = {True: "The user accepted the reply and moved on. \\boxed{1}",
+           False: "The user objected to the reply and asked for something different. \\boxed{-1}"}
+
+
+def judge_samples(steps: list[Step], tokenizer, judge: JudgeConfig) -> list[Sample]:
+    """One sample per step: the judge prompt as the model judge renders it, and the verdict's answer
+    followed by the end-of-turn token (so the judge learns to stop after its vote)."""
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    end_ids = [end] if isinstance(end, int) and end >= 0 else [tokenizer.eos_token_id]
+    out = []
+    for i, step in enumerate(steps):
+        msgs = [{"role": "system", "content": judge.system}, {"role": "user", "content": render(judge.template, step)}]
+        resp = tokenizer.encode(ANSWERS[bool(step.info["step_label"]["satisfied"])], add_special_tokens=False)
+        resp += end_ids
+        out.append(Sample(render_prompt_ids(tokenizer, msgs), resp, [0.0] * len(resp), [1.0] * len(resp),
+                          f"step{i}", 0))
+    return out
+
+
+def judged(judge: ModelJudge, steps: list[Step], chunk: int = 8) -> dict:
+    """The judge's vote scores on `steps`, asked `chunk` steps (m votes each) per request: one request
+    for all of them outlives the client's read timeout on 2 busy cores."""
+    judgements = [j for i in range(0, len(steps), chunk) for j in judge.votes(steps[i:i + chunk], salt=i)]
+    return vote_scores(steps, judgements)
+
+
+def sft_judge_main(cfg: DictConfig, run_dir: Path) -> dict:
+    from transformers import AutoTokenizer
+
+    from envs.chat.env import ChatEnv, ChatEnvConfig
+
+    if cfg.env.name != "chat" or not cfg.env.get("persona"):
+        raise SystemExit("mode=sft_judge trains a judge for a persona's chat steps: give env=chat env.persona=casual "
+                         "(see envs/tasks/personas/)")
+    t0, cpu0 = time.monotonic(), cpu_seconds()
+    sc = typed(cfg.mode, SFTConfig)
+    check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1},
+                 above={"lr": 0, "grad_clip": 0})
+    model_cfg, judge_cfg = model_config(cfg.model), typed(cfg.judge, JudgeConfig)
+    env_cfg = typed(cfg.env, ChatEnvConfig)
+    train_env, test_env = ChatEnv(env_cfg, split="train"), ChatEnv(env_cfg, split="test")
+    test_tasks = test_env.tasks[: sc.eval_limit or None]
+    init = model_path(model_cfg, cfg.paths.cache_dir)  # replies to judge and the judge's start: the policy's
+    with serve_policy(model_cfg, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir, path=init,
+                      log_path=run_dir / "server.log") as policy:
+        train_steps = judged_steps(train_env, policy, train_env.tasks, env_cfg.system_prompt)
+        test_steps = judged_steps(test_env, policy, test_tasks, env_cfg.system_prompt)
+        judge = ModelJudge(policy, judge_cfg, typed(cfg.hints, HintConfig), seed=cfg.seed)
+        before = judged(judge, test_steps)
+        print(f"[sft_judge] before: {before}")
+        tokenizer = AutoTokenizer.from_pretrained(init)
+        samples = judge_samples(train_steps, tokenizer, judge_cfg)
+        out_dir = run_dir / "judge"
+        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, cfg.seed, out_dir, "sft_judge")
+        policy.update_weights_from_disk(str(out_dir))
+        after = judged(judge, test_steps)
+    metrics = {"mode": "sft_judge", "persona": env_cfg.persona, "seed": cfg.seed, "model": model_cfg.name,
+               "judge_from": str(init), "train_steps": len(train_steps),
+               "train_satisfied": sum(s.info["step_label"]["satisfied"] for s in train_steps),
+               "train_nll_before": nll_before, "train_nll_after": nll_after, "epoch_losses": losses,
+               "test_before": before, "test_after": after,
+               "judge_dir": str(out_dir), "wall_s": round(time.monotonic() - t0, 1),
+               "cpu_s": round(cpu_seconds() - cpu0, 1)}
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    print(f"[sft_judge] {len(samples)} train steps; test votes valid {before['valid']} -> {after['valid']}, "
+          f"accuracy {before['accuracy']} -> {after['accuracy']}, scored {before['scored']} -> {after['scored']}; "
+          f"use it with judge.model={out_dir}")
+    return metrics
