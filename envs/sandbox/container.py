@@ -55,8 +55,10 @@ class Sandbox:
     """A running container with a persistent shell. Use as a context manager."""
 
     def __init__(self, image: str, config: SandboxConfig | None = None, *, run_id: str,
-                 client: docker.DockerClient | None = None, user: str | None = None, shell: bool = True):
+                 client: docker.DockerClient | None = None, user: str | None = None, shell: bool = True,
+                 environment: dict[str, str] | None = None):
         self.image = image
+        self.environment = environment  # the container's env: every exec (the agent's shell, grading) sees it
         self._want_shell = shell  # False: a harness-only container (e.g. grading), no agent shell
         self.config = config = config or conf_defaults("sandbox", "default", SandboxConfig)
         self.run_id = run_id
@@ -84,7 +86,7 @@ class Sandbox:
                 self.image, ["sleep", "infinity"], detach=True, init=c.init,
                 network_mode=c.network, mem_limit=c.memory, memswap_limit=c.memory,
                 nano_cpus=int(c.cpus * 1e9), pids_limit=c.pids_limit, labels=run_labels(self.run_id),
-                working_dir=c.workdir, stop_signal="SIGKILL",
+                working_dir=c.workdir, stop_signal="SIGKILL", environment=self.environment,
             )
             if self._want_shell:
                 self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,

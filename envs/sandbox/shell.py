@@ -130,8 +130,10 @@ class PersistentShell:
                 self.pid = int(pid)
                 return
             code = self._exit_code(exec_id)
-            why = pid[:300] or f"no output, exec exit code {code}" + (
-                " (the image has no such user, or no bash)" if code == 126 else "")
+            # Docker says why on the socket ("unable to find user ...") or only through exit code 126,
+            # depending on timing: both are kept
+            why = "; ".join(filter(None, [pid[:300], f"exec exit code {code}" + (
+                " (the image has no such user, or no bash)" if code == 126 else "")]))
             self.close()
         raise SandboxError(f"the shell (bash as user {self._user!r} in {self._cwd}) did not start after "
                            f"{START_TRIES} tries: {why}")

@@ -27,7 +27,6 @@ from envs.terminal.harbor import (
     harbor_reward,
     unhonoured_report,
     warn_once,
-    with_env,
 )
 from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
@@ -97,13 +96,12 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         return self._images[task.task_id]
 
     def _build(self, client, task: Task) -> str:
-        """Harbor: `docker_image` instead of a Dockerfile; `[environment].env` baked in as ENV lines,
-        so the agent's shell, the solution and the tests all see it."""
+        """Harbor: `docker_image` instead of a Dockerfile. (`[environment].env` is the container's
+        environment, set when it starts, not baked into the image: values read from the harness's
+        environment, a key for instance, never land in an image.)"""
         d = task.data
         context = Path(d["build_context"])
         text = f"FROM {d['docker_image']}\n" if d.get("docker_image") else None
-        if d.get("env"):
-            text = with_env(text or (context / d["dockerfile"]).read_text(), d["env"])
         if not context.is_dir():  # a docker_image task needs no environment/ dir
             context = empty_context()
         return build_image(client, context, f"nextstate-task/{task.task_id.lower()}",
@@ -152,7 +150,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             image = self.image_for(task)
             user, workdir = self._run_as(task, image)
             self._sandbox = Sandbox(image, self._limits_for(task, workdir), run_id=self.run_id,
-                                    client=self._docker(), user=user)
+                                    client=self._docker(), user=user, environment=task.data.get("env") or None)
             self._sandbox.start()
             who = self._sandbox.exec("id -un; id -u", timeout=10).output.split()
             # a root agent's processes are all killed before grading; an unknown uid counts as root

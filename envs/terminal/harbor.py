@@ -1,7 +1,7 @@
 """What the terminal env needs to run Harbor-format tasks as Harbor does, beyond what both formats
-share (envs/terminal/env.py): the verifier's reward files, `[environment].env` as Dockerfile ENV lines,
-an empty build context for a `docker_image` task, and the per-run warnings about tasks that cannot
-run or fields that are not honoured."""
+share (envs/terminal/env.py): the verifier's reward files, an empty build context for a
+`docker_image` task, and the per-run warnings about tasks that cannot run or fields that are not
+honoured."""
 from __future__ import annotations
 
 import json
@@ -25,11 +25,6 @@ def harbor_reward(sb) -> float:
         return float(json.loads(sb.download("/logs/verifier/reward.json"))["reward"])
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return 0.0
-
-
-def dockerfile_quote(value: str) -> str:
-    """A Dockerfile ENV value: double-quoted, with `$` not expanded by the builder."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
 def warn_once(message: str) -> None:
@@ -60,12 +55,6 @@ def broken_report(tasks: list[Task], image_failures: dict[str, str] | None = Non
         return ""
     lines = [f"  {tid}: {(reason.strip().splitlines() or [''])[0][:300]}" for tid, reason in sorted(why.items())]
     return f"{len(why)} of {len(tasks)} terminal tasks {what} (each is one infra-failure episode):\n" + "\n".join(lines)
-
-
-def with_env(dockerfile_text: str, env: dict[str, str]) -> str:
-    """The Dockerfile with `env` set in its last stage (the agent's shell, the solution and the tests
-    all see it, as they see a compose service's environment under Harbor)."""
-    return dockerfile_text.rstrip("\n") + "\n" + "".join(f"ENV {k}={dockerfile_quote(v)}\n" for k, v in env.items())
 
 
 def empty_context() -> Path:
