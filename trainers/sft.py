@@ -22,10 +22,15 @@ class SFTConfig:
     threads: int | None = None
 
 
+def end_of_turn_ids(tokenizer) -> list[int]:
+    """What ends a cloned response: the chat template's end-of-turn token, else EOS."""
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    return [end] if isinstance(end, int) and end >= 0 else [tokenizer.eos_token_id]
+
+
 def sft_samples(trajs: list[Trajectory], tokenizer, tools_of, render) -> list[Sample]:
     """One sample per oracle step: the exact prompt the policy would see and the reference reply."""
-    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    end_ids = [end] if isinstance(end, int) and end >= 0 else [tokenizer.eos_token_id]
+    end_ids = end_of_turn_ids(tokenizer)
     out = []
     for t in trajs:
         for s in t.steps:

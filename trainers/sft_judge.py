@@ -30,7 +30,7 @@ from nextstate.types import Sample, Step
 from trainers.cpu_time import cpu_seconds
 from trainers.feedback.judge_accuracy import judged_steps, vote_scores
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, render
-from trainers.sft import SFTConfig, fine_tune
+from trainers.sft import SFTConfig, end_of_turn_ids, fine_tune
 
 ANSWERS = {True: "The user accepted the reply and moved on. \\boxed{1}",
            False: "The user objected to the reply and asked for something different. \\boxed{-1}"}
@@ -39,8 +39,7 @@ ANSWERS = {True: "The user accepted the reply and moved on. \\boxed{1}",
 def judge_samples(steps: list[Step], tokenizer, judge: JudgeConfig) -> list[Sample]:
     """One sample per step: the judge prompt as the model judge renders it, and the verdict's answer
     followed by the end-of-turn token (so the judge learns to stop after its vote)."""
-    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    end_ids = [end] if isinstance(end, int) and end >= 0 else [tokenizer.eos_token_id]
+    end_ids = end_of_turn_ids(tokenizer)
     out = []
     for i, step in enumerate(steps):
         msgs = [{"role": "system", "content": judge.system}, {"role": "user", "content": render(judge.template, step)}]

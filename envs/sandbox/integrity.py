@@ -41,12 +41,12 @@ _ENTRY_POINTS = re.compile(_PY_SYSTEM + r"(.*/)?(site|dist)-packages/[^/]+\.(dis
 def _protected(path: str) -> bool:
     """A file grading executes or loads, whose change or removal changes what grading does."""
     return bool(_BIN_DIR.match(path) or _LIBS.match(path) or _STDLIB.match(path) or _PYTEST.match(path)
-                or _STARTUP.search(path))
+                or _STARTUP.match(path))
 
 
 def _runs_first(path: str) -> bool:
     """An added file that grading would run or load in place of (or before) its own."""
-    return bool(_STARTUP.search(path) or _STDLIB.match(path) or _PYTEST.match(path) or _PYTEST_COPY.match(path)
+    return bool(_STARTUP.match(path) or _STDLIB.match(path) or _PYTEST.match(path) or _PYTEST_COPY.match(path)
                 or path == "/etc/ld.so.preload" or (_BIN_DIR.match(path) and _GRADING_TOOL.search(path)))
 
 
