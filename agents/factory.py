@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agents.base import Agent
 from agents.model_cache import cached_path, ensure_cached
-from agents.serving.backend import BackendConfig, Server
+from agents.serving.backend import BackendConfig, serve_endpoints
 from agents.serving.http_policy import HTTPPolicy
 from agents.serving.transformers_policy import SamplingConfig
 from nextstate.config import ModelConfig
@@ -29,13 +29,14 @@ def sampling_of(model: ModelConfig) -> SamplingConfig:
 @contextmanager
 def serve_policy(model: ModelConfig, backend: BackendConfig, cache_dir: str, *, path: Path | None = None,
                  log_path: Path | None = None):
-    """Start (or attach to) the endpoint for `model` and yield an HTTPPolicy on it; stop it after."""
+    """Start (or attach to) the endpoints for `model` (one, or `backend.replicas` / `backend.servers`)
+    and yield an HTTPPolicy balanced over them; stop what was started after."""
     from transformers import AutoTokenizer
 
     path = path or model_path(model, cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    with Server(backend, path, model_name=model.name, dtype=model.dtype, log_path=log_path) as server:
-        yield HTTPPolicy(server.url, tokenizer, sampling_of(model), model_name=model.name)
+    with serve_endpoints(backend, path, model_name=model.name, dtype=model.dtype, log_path=log_path) as urls:
+        yield HTTPPolicy(urls, tokenizer, sampling_of(model), model_name=model.name, model_path=str(path))
 
 
 def agent_factory(spec: dict, policy: HTTPPolicy | None = None):

@@ -1,5 +1,6 @@
 """Start, attach to and stop serving endpoints. The harness starts the embedded CPU server itself;
-on a GPU machine it launches (or attaches to) a real SGLang server kept in its own Python env."""
+on a GPU machine it launches (or attaches to) a real SGLang server kept in its own Python env.
+`serve_endpoints` does the same for several servers of one model (`replicas`, or `servers` to attach)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,9 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import requests
@@ -18,6 +21,8 @@ import requests
 class BackendConfig:
     name: str  # embedded | sglang
     url: str | None  # attach to a running server instead of launching one
+    servers: list[str]  # attach to several running servers (with `url`, if also given), balanced
+    replicas: int  # launch this many servers, each on its own port, balanced (ignored when attaching)
     python: str | None  # sglang: the interpreter of its own env
     host: str
     port: int | None  # None = a free port
@@ -51,7 +56,8 @@ def _embedded_command(cfg: BackendConfig, model_path: str, port: int, dtype: str
 
 def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, model_name: str) -> list[str]:
     if not cfg.python:
-        raise ValueError("backend=sglang needs backend.python (its own env) or backend.url")
+        raise ValueError("backend=sglang needs backend.python (its own env), or backend.url / backend.servers "
+                         "to attach")
     return [cfg.python, "-m", "sglang.launch_server", "--model-path", model_path,
             "--host", cfg.host, "--port", str(port), "--dtype", dtype]
 
@@ -64,12 +70,15 @@ class Server:
     """A running endpoint; a context manager that stops what it launched (never what it attached to)."""
 
     def __init__(self, cfg: BackendConfig, model_path: str | Path, *, model_name: str, dtype: str,
-                 log_path: Path | None = None):
+                 log_path: Path | None = None, wait: bool = True):
+        """`wait=False` returns once launched; `wait_healthy()` then waits (to start several at once)."""
         self.cfg = cfg
+        self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         if cfg.url:
             self.url = cfg.url.rstrip("/")
-            self._wait_healthy(None)
+            if wait:
+                self.wait_healthy()
             return
         port = cfg.port or _free_port()
         self.url = f"http://{cfg.host}:{port}"
@@ -80,9 +89,11 @@ class Server:
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                      cwd=Path(__file__).resolve().parents[2])
-        self._wait_healthy(log_path)
+        if wait:
+            self.wait_healthy()
 
-    def _wait_healthy(self, log_path) -> None:
+    def wait_healthy(self) -> None:
+        log_path = self.log_path
         deadline = time.monotonic() + self.cfg.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
@@ -112,3 +123,50 @@ class Server:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def attach_urls(cfg: BackendConfig) -> list[str]:
+    """The running servers the config names (`url` first, then `servers`); empty = launch our own."""
+    urls = [cfg.url] if cfg.url else []
+    return list(dict.fromkeys(u.rstrip("/") for u in urls + list(cfg.servers)))
+
+
+def _replica_log(log_path: Path | None, i: int, replicas: int) -> Path | None:
+    if log_path is None or replicas == 1:
+        return log_path
+    return log_path.with_name(f"{log_path.stem}.{i}{log_path.suffix}")
+
+
+@contextmanager
+def serve_endpoints(cfg: BackendConfig, model_path: str | Path, *, model_name: str, dtype: str,
+                    log_path: Path | None = None) -> Iterator[list[str]]:
+    """The URLs of the servers for one model: the attached ones (`url`, `servers`), or `replicas`
+    launched ones (all launched first, then waited for: a large model loads for minutes), each on
+    its own port and stopped after. Replicas share the server's default threads (half the cores)
+    unless `threads` is set: more threads than cores slow every server down."""
+    attached = attach_urls(cfg)
+    if cfg.replicas < 1:
+        raise ValueError(f"backend.replicas={cfg.replicas}: must be at least 1")
+    with ExitStack() as stack:
+        if attached:
+            servers = [stack.enter_context(Server(replace(cfg, url=u), model_path, model_name=model_name,
+                                                  dtype=dtype)) for u in attached]
+        else:
+            ports = _distinct_ports(cfg.replicas) if cfg.port is None else [cfg.port + i for i in range(cfg.replicas)]
+            threads = cfg.threads or max(1, default_server_threads() // cfg.replicas)
+            servers = [stack.enter_context(Server(replace(cfg, port=port, threads=threads), model_path,
+                                                  model_name=model_name, dtype=dtype, wait=False,
+                                                  log_path=_replica_log(log_path, i, cfg.replicas)))
+                       for i, port in enumerate(ports)]
+            for server in servers:
+                server.wait_healthy()
+        yield [s.url for s in servers]
+
+
+def _distinct_ports(n: int) -> list[int]:
+    """n free ports, all different (each socket is held until all are found)."""
+    with ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
