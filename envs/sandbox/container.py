@@ -3,6 +3,7 @@ always removed (context manager + idempotent close; labels let a later run reap 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import tarfile
@@ -15,6 +16,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
+from envs.sandbox.disk import disk_full, disk_note, scratch_mounts
 from envs.sandbox.errors import SandboxError
 from envs.sandbox.labels import run_labels
 from envs.sandbox.shell import PersistentShell, ShellResult
@@ -35,6 +37,11 @@ class SandboxConfig:
     command_timeout_s: float
     output_cap_bytes: int
     async_remove: bool  # remove containers in the background so reset does not wait
+    # Room for the agent's files (Docker's size suffixes: "256m"), or None for no limit: each of the
+    # agent's scratch directories (`Sandbox(scratch=...)`) is a tmpfs holding the image's files plus
+    # this much, and no file anywhere grows past it (RLIMIT_FSIZE). A tmpfs lives in the container's
+    # memory: the limits of all scratch directories together should stay below `memory`.
+    disk_limit: str | None
 
 
 _KILL_ALL = (Path(__file__).parent / "kill_all.sh").read_text()
@@ -56,8 +63,9 @@ class Sandbox:
 
     def __init__(self, image: str, config: SandboxConfig | None = None, *, run_id: str,
                  client: docker.DockerClient | None = None, user: str | None = None, shell: bool = True,
-                 environment: dict[str, str] | None = None):
+                 environment: dict[str, str] | None = None, scratch: tuple[str, ...] = ()):
         self.image = image
+        self.scratch = scratch  # the directories the agent writes in, size-limited by config.disk_limit
         self.environment = environment  # the container's env: every exec (the agent's shell, grading) sees it
         self._want_shell = shell  # False: a harness-only container (e.g. grading), no agent shell
         self.config = config = config or conf_defaults("sandbox", "default", SandboxConfig)
@@ -82,12 +90,16 @@ class Sandbox:
     def start(self) -> None:
         c = self.config
         try:
+            disk = scratch_mounts(self._client, self.image, self.scratch, c.disk_limit)
+            self.scratch = tuple(disk.tmpfs)
             self._container = self._client.containers.run(
                 self.image, ["sleep", "infinity"], detach=True, init=c.init,
                 network_mode=c.network, mem_limit=c.memory, memswap_limit=c.memory,
                 nano_cpus=int(c.cpus * 1e9), pids_limit=c.pids_limit, labels=run_labels(self.run_id),
                 working_dir=c.workdir, stop_signal="SIGKILL", environment=self.environment,
+                tmpfs=disk.tmpfs or None, ulimits=disk.ulimits or None,
             )
+            disk.seed(self._container)
             if self._want_shell:
                 self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,
                                               workdir=c.workdir, output_cap=c.output_cap_bytes)
@@ -101,9 +113,12 @@ class Sandbox:
         if self._shell is None:
             raise SandboxError("sandbox is not running")
         try:
-            return self._shell.run(command, timeout=timeout or self.config.command_timeout_s)
+            r = self._shell.run(command, timeout=timeout or self.config.command_timeout_s)
         except (*_DOCKER_ERRORS, SandboxError) as e:
             raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
+        if self.config.disk_limit and disk_full(r.output):
+            r = dataclasses.replace(r, output=r.output + disk_note(self.config.disk_limit, self.scratch))
+        return r
 
     def stop_agent_shell(self) -> None:
         """Kill the agent's shell and everything it started (a root agent's leftovers could
@@ -136,6 +151,18 @@ class Sandbox:
         if self._shell is not None:  # it was killed with the rest
             self._shell.close()
             self._shell = None
+
+    def kill_user_processes(self, user: str) -> None:
+        """Every process of the (non-root) `user` is killed: as that user, `kill -STOP -1` freezes
+        them all in one kill(2) (a fork loop cannot outrun it), then `kill -KILL -1` ends them; the
+        caller itself is spared by both. Before a non-root verifier runs: a loop the agent left
+        running as that user could write the reward file the verifier's directory is made for."""
+        if user in ("root", "0"):
+            raise ValueError("kill_user_processes is for a non-root user (see kill_all_processes)")
+        try:
+            self._container.exec_run(["bash", "-c", "kill -STOP -1; kill -KILL -1; true"], user=user)
+        except _DOCKER_ERRORS as e:
+            raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
 
     # -- the harness's one-off commands (grading, setup) ------------------------------------------
     def run(self, command: str, *, user: str = "root", workdir: str | None = None,

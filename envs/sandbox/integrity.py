@@ -66,3 +66,17 @@ def tampering(changes: list[dict], is_dir: Callable[[str], bool], read: Callable
             if not (_STDLIB.match(path) and is_dir(path)):
                 found.append(f"added {path}")
     return found
+
+
+def scratch_find(dirs: tuple[str, ...]) -> str:
+    """A command listing the pytest copies in the agent's scratch directories (tmpfs mounts, which
+    `docker diff` does not see). Run as root after `tampering` found nothing: then /usr/bin/find is
+    the image's own."""
+    quoted = " ".join("'" + d.replace("'", "'\\''") + "'" for d in dirs)
+    return (f"/usr/bin/find {quoted} -xdev \\( -name pytest.py -o -path '*/_pytest/__init__.py' "
+            "-o -path '*/pytest/__init__.py' \\) -print 2>/dev/null; true")
+
+
+def scratch_tampering(listing: str) -> list[str]:
+    """What `scratch_find` listed that a test run from that directory would import as pytest."""
+    return [f"added {p}" for p in listing.splitlines() if _PYTEST_COPY.match(p)]

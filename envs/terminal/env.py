@@ -3,7 +3,10 @@
 Observation: text (the instruction, then each command's next state). Action: the agent's reply
 (see `terminal_actions`). After the agent says DONE (or a limit cuts in), the task's tests are copied
 in — the agent never sees them — and run as root; the outcome (1/0, or Harbor's reward) is the last
-step's reward. Docker trouble ends the episode as an infra failure, never as reward 0.
+step's reward. Docker trouble ends the episode as an infra failure, never as reward 0. The agent's
+writable places (its workdir, /tmp, /var/tmp, /home) hold `sandbox.disk_limit` of new files each
+(envs/sandbox/disk.py); past it a command fails, its next state names the limit, and the episode
+goes on as the agent's.
 """
 from __future__ import annotations
 
@@ -17,13 +20,14 @@ from pathlib import Path
 from envs.base import TextEnv, given_or_default, pick_task, set_tasks
 from envs.sandbox import Sandbox, SandboxConfig, SandboxError
 from envs.sandbox.images import build_image, ensure_shared_image
-from envs.sandbox.integrity import tampering
+from envs.sandbox.integrity import scratch_find, scratch_tampering, tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
 from envs.task_formats import load_suite
 from envs.terminal.actions import parse_action
 from envs.terminal.harbor import (
     broken_report,
     empty_context,
+    fresh_reward_dir,
     harbor_reward,
     unhonoured_report,
     warn_once,
@@ -32,6 +36,7 @@ from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
 _ORACLE = "# nextstate-oracle "  # + the env's key: the reply that gets the task's solution/ uploaded
+_SCRATCH = ("/tmp", "/var/tmp", "/home")  # with the workdir: where an agent writes, size-limited
 _NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml", "task.toml",
                  "instruction.md"}
 
@@ -150,7 +155,8 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             image = self.image_for(task)
             user, workdir = self._run_as(task, image)
             self._sandbox = Sandbox(image, self._limits_for(task, workdir), run_id=self.run_id,
-                                    client=self._docker(), user=user, environment=task.data.get("env") or None)
+                                    client=self._docker(), user=user, environment=task.data.get("env") or None,
+                                    scratch=(workdir, *_SCRATCH))
             self._sandbox.start()
             who = self._sandbox.exec("id -un; id -u", timeout=10).output.split()
             # a root agent's processes are all killed before grading; an unknown uid counts as root
@@ -239,6 +245,13 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
           root-owned files only (below).
         - /tests and /logs/verifier are removed before the tests arrive, so that a root agent's
           /tests/conftest.py or a reward.txt written in advance cannot join them.
+        - Harbor's reward file: /logs/verifier is made afresh by root just before the verifier runs
+          (`harbor.fresh_reward_dir`), in a /logs no other user may write, and it is read once the
+          verifier has exited. Only root and the verifier's user can write it, and neither has a
+          process of the agent's left: a non-root verifier user's processes are killed first (a
+          loop the agent left running as that user wrote reward.txt = 1). What this cannot stop:
+          code the tests themselves run (a task whose test.sh executes the agent's program) runs
+          as the verifier, and can write the reward while the tests run, as under Harbor.
         - The tests run with /tests as their cwd, not the agent's /app: `python3 -m pytest` puts the
           cwd first on sys.path, so an /app/pytest.py would have been the test runner. The bundled
           run-tests.sh scripts also call `python3 -I` (no cwd, script dir, PYTHON* variables or
@@ -248,7 +261,9 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
           against the image is checked first (envs/sandbox/integrity.py); a touched grading
           toolchain scores 0, naming the paths, and the tests never run. For a root agent it is
           checked before the kill (which runs the container's bash) and again after it (a process
-          alive until the kill could have changed something meanwhile).
+          alive until the kill could have changed something meanwhile). The agent's scratch
+          directories (size-limited tmpfs mounts: the workdir, /tmp, /var/tmp, /home) are not in
+          Docker's list: a pytest copy there is looked for with the image's own `find`.
         """
         if self._graded or self._sandbox is None:
             return 0.0, {}
@@ -270,8 +285,12 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
             if task.data["format"] == "harbor":  # as [verifier].user (root), with [verifier].env
                 user = task.data.get("verifier_user") or "root"
-                sb.run("mkdir -p /logs/verifier" + ("" if user == "root" else
-                                                    f" && chown {shlex.quote(user)} /logs/verifier"))
+                if user != "root" and not self._agent_root:  # (a root agent's processes are all gone)
+                    sb.kill_user_processes(user)
+                code, out = sb.run(fresh_reward_dir(user))
+                if code != 0:  # a reward file there could be anyone's: not graded, and not infra (no evidence)
+                    return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,
+                                 "test_output": f"not graded: /logs/verifier could not be made afresh: {out[-300:]}"}
                 code, out = sb.run("bash /tests/test.sh", user=user, workdir="/tests",
                                    timeout=task.data["test_timeout_s"],
                                    environment=task.data.get("verifier_env") or None)
@@ -289,7 +308,10 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
 
     @staticmethod
     def _toolchain_tampering(sb) -> list[str]:
-        return tampering(sb.changes(), sb.is_dir, sb.download)
+        found = tampering(sb.changes(), sb.is_dir, sb.download)
+        if not found and sb.scratch:  # tmpfs mounts: not in `docker diff`
+            found = scratch_tampering(sb.run(scratch_find(sb.scratch), timeout=60)[1])
+        return found
 
     def reference_actions(self, task: Task) -> list[str]:
         """The task's reference solution, as the replies an agent would send."""

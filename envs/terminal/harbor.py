@@ -5,6 +5,7 @@ honoured."""
 from __future__ import annotations
 
 import json
+import shlex
 import tempfile
 import warnings
 from pathlib import Path
@@ -13,6 +14,18 @@ from nextstate.types import Task
 
 _WARNED: set[str] = set()  # warnings already given by this process: once per run, not per env or episode
 _EMPTY: list[Path] = []
+
+
+def fresh_reward_dir(user: str) -> str:
+    """The command (run as root, just before the verifier) that makes /logs/verifier afresh: whatever
+    was there goes, /logs is made root's and not writable by others (an image could have left it
+    open, and an agent's process could swap in a directory of its own with a reward in it), and the
+    new directory is root's, or the verifier user's when that is not root. No process of the agent
+    can write it then: a root agent's are all gone, and so are the verifier user's (the env kills
+    them first); any other user may only read it."""
+    chown = "" if user == "root" else f" && chown {shlex.quote(user)} /logs/verifier"
+    return ("rm -rf /logs/verifier && mkdir -p /logs && chown root:root /logs && chmod go-w /logs "
+            "&& mkdir -m 755 /logs/verifier" + chown)
 
 
 def harbor_reward(sb) -> float:

@@ -113,6 +113,7 @@ class BundledEpisode(ParsingEpisode):
             return error_turn(problem, label=NOT_RUN)
         blocks, errors, bugs, size, stopped = [], 0, [], 0, None
         t0 = time.monotonic()
+        self.ctx.deadline, self.ctx.reply_tool_s = t0 + self.caps.max_tool_s, self.caps.max_tool_s
         for call in canon:
             if blocks and time.monotonic() - t0 >= self.caps.max_tool_s:
                 stopped = f"the reply's tool calls took more than {self.caps.max_tool_s:g} s, the limit per reply"

@@ -108,7 +108,8 @@ class ToolCallEnv(TextEnv):
         if self._client is None:
             self._client = docker_client()
         image = ensure_shared_image(self._client, self.config.shared_image, self.config.base_image)
-        sb = Sandbox(image, self.sandbox_config, run_id=self.run_id, client=self._client, user=self.config.user)
+        sb = Sandbox(image, self.sandbox_config, run_id=self.run_id, client=self._client, user=self.config.user,
+                     scratch=("/tmp", "/var/tmp", "/home"))  # size-limited (sandbox.disk_limit)
         sb.start()
         return sb
 

@@ -8,9 +8,10 @@ with the suite's own checker; `close()` frees what the episode holds (idempotent
 
 One reply may cost only so much (`ReplyCaps`, from conf/env/toolcall.yaml): a reply with more calls
 than `max_calls_per_reply` is refused whole (nothing runs); the calls of a reply stop running once
-their results pass `max_reply_obs_bytes` or their tools have taken `max_reply_tool_s` (a call already
-running finishes under its own timeout). Either is the agent's doing: an error next state that says
-which calls ran, with their results up to the cap, and the episode goes on.
+their results pass `max_reply_obs_bytes` or their tools have taken `max_reply_tool_s` (a slow tool's
+call gets what is left of that time as its timeout, when that is less than its own: the reply's
+tool time ends within a second of the cap). Either is the agent's doing: an error next state that
+says which calls ran, with their results up to the cap, and the episode goes on.
 """
 from __future__ import annotations
 

@@ -65,6 +65,10 @@ class ToolContext:
 
     db: sqlite3.Connection
     python: Any = None  # a PythonRunner, started on first use
+    # the reply's tool time: when it runs out (time.monotonic()), and how much it was (max_reply_tool_s);
+    # a slow tool's call gets no more than what is left
+    deadline: float | None = None
+    reply_tool_s: float | None = None
 
 
 @functools.lru_cache(maxsize=1)

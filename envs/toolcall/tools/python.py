@@ -12,6 +12,7 @@ lets that user write are not wiped (the bundled image has none).
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from envs.sandbox import Sandbox, SandboxError
@@ -33,7 +34,10 @@ class PythonRunner:
         self._dirty = False
         self._home = ""  # the sandbox user's home ("" when it has none worth restoring)
 
-    def run(self, code: str) -> dict:
+    def run(self, code: str, deadline: float | None = None, reply_tool_s: float | None = None) -> dict:
+        """Run `code`; with a `deadline` (time.monotonic()), for no longer than what is left until
+        then, if that is less than the tool's own timeout: the reply's tool time (`reply_tool_s`)
+        is a cap, and a call started just inside it must not run a whole timeout past it."""
         if len(code) > MAX_CODE_CHARS:
             raise ToolError(f"the code is {len(code)} characters; at most {MAX_CODE_CHARS}")
         try:
@@ -41,7 +45,9 @@ class PythonRunner:
                 self._sandbox = self._start_sandbox()
                 self._copy_home()
             self._dirty = True
-            t = self.timeout_s
+            t, cut_by_reply = self.timeout_s, False
+            if deadline is not None and deadline - time.monotonic() < t:  # `timeout 0` would mean none
+                t, cut_by_reply = max(deadline - time.monotonic(), 0.1), True
             r = self._sandbox.exec(f"mkdir -p {SCRATCH} && cd {SCRATCH} && "
                                    f"timeout -k 1 {t:g} python3 -I -c {ansi_c_quote(code)}", timeout=t + 15)
         except SandboxError as e:
@@ -56,7 +62,9 @@ class PythonRunner:
             out = out[: self.max_output_chars] + f"\n[... {len(out) - self.max_output_chars} characters cut ...]"
         result = {"output": out, "exit_code": r.exit_code}
         if timed_out:
-            result["error"] = f"timed out after {t:g} s"
+            result["error"] = f"timed out after {round(t, 1):g} s" + (
+                f": what was left of the reply's {reply_tool_s:g} s of tool time (max_reply_tool_s)"
+                if cut_by_reply and reply_tool_s is not None else "")
         elif out_of_memory:
             result["error"] = "killed: out of memory (the sandbox's memory limit)"
         return result
@@ -100,7 +108,7 @@ class PythonRunner:
 def run_python(ctx, code: str):
     if ctx.python is None:
         raise ToolError("the python tool is not available in this environment")
-    return ctx.python.run(code)
+    return ctx.python.run(code, ctx.deadline, ctx.reply_tool_s)
 
 
 TOOLS = [

@@ -2,6 +2,7 @@
 code or its reward must fail. Each test drives a real episode in Docker with scripted replies; the
 attack must not succeed."""
 import dataclasses
+import re
 import threading
 import time
 
@@ -22,11 +23,16 @@ AS_AGENT = next(t for t in SUITE if not t.data.get("run_as"))
 AS_ROOT = next(t for t in SUITE if t.data.get("run_as") == "root")
 HARBOR = load_task_dir(FIXTURES / "harbor" / "hello-harbor")
 HARBOR_AS_ROOT = dataclasses.replace(HARBOR, task_id="hello-harbor-root", data={**HARBOR.data, "run_as": "root"})
+HARBOR_AS_AGENT = dataclasses.replace(HARBOR, task_id="hello-harbor-agent", data={**HARBOR.data, "run_as": "agent"})
+VERIFIER = load_task_dir(FIXTURES / "harbor" / "harbor-verifier-env")  # [verifier].user = "agent"
+VERIFIER_AS_AGENT = dataclasses.replace(VERIFIER, task_id="harbor-verifier-as-agent",
+                                        data={**VERIFIER.data, "run_as": "agent"})  # the verifier's own user
 
 
 @pytest.fixture(scope="module")
 def env(terminal_config, sandbox_config, terminal_image):
-    e = TerminalEnv(terminal_config, sandbox_config, tasks=[AS_AGENT, AS_ROOT, HARBOR, HARBOR_AS_ROOT],
+    e = TerminalEnv(terminal_config, sandbox_config,
+                    tasks=[AS_AGENT, AS_ROOT, HARBOR, HARBOR_AS_ROOT, HARBOR_AS_AGENT, VERIFIER_AS_AGENT],
                     run_id="pytest-red-team")
     yield e
     e.close()
@@ -128,6 +134,37 @@ def test_the_container_survives_the_kill_and_grading_still_works(env, terminal_c
     assert not traj.infra_failure and traj.success, traj.info.get("test_output")
 
 
+# -- 3b. the Harbor reward file is the verifier's: nothing of the agent's writes it first or meanwhile ----
+REWARD_WRITER = ("(setsid nohup bash -c 'while true; do echo 1 > /logs/verifier/reward.txt; "
+                 "echo \\{\\\"reward\\\": 1\\} > /logs/verifier/reward.json; sleep 0.002; done' "
+                 "> /dev/null 2>&1 < /dev/null &)")
+
+
+def test_a_loop_of_the_verifiers_own_user_cannot_write_the_reward(env, terminal_config):
+    """The agent runs as the (non-root) [verifier].user: /logs/verifier, made theirs for the verifier,
+    was writable by the loop the agent left running. Before: reward 1.0 for a task not done."""
+    traj = play(env, terminal_config, VERIFIER_AS_AGENT, REWARD_WRITER, "sleep 0.3; pgrep -c -f 'while true'")
+    assert traj.steps[1].next_state.text.strip() == "1", traj.steps[1].next_state.text  # it was running
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+def test_a_reward_planted_in_a_writable_logs_dir_is_not_read(env, terminal_config):
+    """A non-root agent whose image left /logs writable plants /logs/verifier (its own) with a reward
+    and keeps a loop rewriting it: the verifier's directory is made afresh, by root, in a root-owned
+    /logs, when grading starts."""
+    env.reset(options={"task_id": HARBOR_AS_AGENT.task_id})
+    env.unwrapped._sandbox.run("mkdir -p /logs && chmod 1777 /logs")  # as an image might leave it
+    agent = [bash("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && " + REWARD_WRITER),
+             bash("sleep 0.3; cat /logs/verifier/reward.txt"), "DONE"]
+    infos = []
+    for reply in agent:
+        obs, reward, terminated, truncated, info = env.step(reply)
+        assert not info.get("infra_failure"), info
+        infos.append(info)
+    assert infos[1]["next_state"].text.strip() == "1"  # planted, and the agent's loop still runs as grading starts
+    assert terminated and reward == 0.0, info.get("test_output")
+
+
 # -- 4. a root agent cannot rewrite what grades it ---------------------------------------------------
 TOOLCHAIN_ATTACKS = {
     "python-shim": "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/python3.11",  # every python3 exits 0
@@ -206,3 +243,63 @@ def test_a_container_killed_during_grading_is_an_infra_failure_not_a_failed_task
             landed.append((share, bool(info.get("infra_failure")), info.get("test_exit_code")))
     assert landed, f"no kill landed while the tests ran (grading took {took:.2f} s): the test proved nothing"
     assert all(infra for _, infra, _ in landed), landed
+
+
+# -- disk fill: bounded, named, and the agent's own failure ----------------------------------------
+HARBOR_NESTED = load_task_dir(FIXTURES / "harbor" / "harbor-image-user")  # workdir /home/builder/work
+FILL = "dd if=/dev/zero of={path} bs=1M count=64; du -m {path}"
+FILLS = {  # where an agent writes: its workdir, /tmp, /var/tmp, its home; a root agent anywhere
+    "tmp": (AS_AGENT, "/tmp/fill"), "workdir": (AS_AGENT, "/app/fill"), "var-tmp": (AS_AGENT, "/var/tmp/fill"),
+    "home": (AS_AGENT, "~/fill"), "root-anywhere": (AS_ROOT, "/root/fill"), "harbor": (HARBOR, "fill"),
+    "harbor-workdir-in-home": (HARBOR_NESTED, "fill"),
+}
+
+
+@pytest.fixture(scope="module")
+def small_disk_env(terminal_config, sandbox_config, terminal_image):
+    e = TerminalEnv(terminal_config, dataclasses.replace(sandbox_config, disk_limit="16m"),
+                    tasks=[AS_AGENT, AS_ROOT, HARBOR, HARBOR_NESTED], run_id="pytest-red-team-disk")
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize("task,path", FILLS.values(), ids=FILLS.keys())
+def test_filling_the_disk_stops_at_the_limit_with_a_clear_error(small_disk_env, terminal_config, task, path):
+    """Before: `dd` wrote 3 GB into /tmp at 1.1 GB/s (the host's disk, `df` showed). After: at most
+    sandbox.disk_limit, the next state names the limit, and the episode is graded as the agent's."""
+    traj = play(small_disk_env, terminal_config, task, FILL.format(path=path))
+    text = traj.steps[0].next_state.text
+    written = re.search(r"^(\d+)\s+\S*fill$", text, re.M)
+    assert written and int(written.group(1)) <= 17, text  # MiB, of the 64 asked for
+    assert "disk limit" in text and "16m" in text, text
+    assert traj.terminated and traj.outcome == 0.0 and not traj.infra_failure
+
+
+def test_the_workdir_keeps_its_files_owner_and_mode(small_disk_env, terminal_config):
+    """The size-limited workdir and home start with the image's files, as the agent's."""
+    traj = play(small_disk_env, terminal_config, HARBOR_NESTED, "stat -c '%U %a %n' . ~ /tmp; ls -A")
+    lines = traj.steps[0].next_state.text.split("\n")
+    assert lines[:3] == ["builder 755 .", "builder 755 /home/builder", "root 1777 /tmp"], lines
+
+
+# -- caps per reply: however many blocks, one reply is one command under one timeout -----------------
+def test_a_reply_of_endless_blocks_costs_one_command_timeout_and_capped_bytes(terminal_config, sandbox_config,
+                                                                              terminal_image):
+    """The terminal env's caps per reply (issue 21, item 2): the blocks of a reply run as one command,
+    so tool time is `command_timeout_s` (plus the kill) and bytes are `output_cap_bytes`, whatever
+    the reply holds."""
+    e = TerminalEnv(terminal_config, dataclasses.replace(sandbox_config, command_timeout_s=2), tasks=[AS_AGENT],
+                    run_id="pytest-red-team-caps")
+    try:
+        e.reset(options={"task_id": AS_AGENT.task_id})
+        reply = "\n".join([bash("yes | head -c 50000000; sleep 100")] * 20)
+        t0 = time.monotonic()
+        obs, reward, terminated, truncated, info = e.step(reply)
+        # the timeout, the kill's wait (2 s), at worst a new shell, on a loaded machine; not 20 x 100 s
+        assert time.monotonic() - t0 < 2 + 2 + 10
+        ns = info["next_state"]
+        assert ns.timed_out and not info.get("infra_failure") and not terminated
+        assert len(ns.text.encode()) < sandbox_config.output_cap_bytes + 500 and ns.truncated_bytes > 0
+        assert len(obs) < terminal_config.obs_max_chars + 500
+    finally:
+        e.close()

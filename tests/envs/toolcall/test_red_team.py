@@ -50,3 +50,36 @@ def test_a_memory_bomb_is_reported_as_out_of_memory_not_as_a_timeout(env):
     """A memory kill (137 well inside the time limit) names memory, so the agent learns the right lesson."""
     result = run(env, "x = bytearray(8 * 1024**3)")
     assert result["exit_code"] == 137 and "out of memory" in result["error"], result
+
+
+FILL = """import os
+for d in ['/tmp', os.path.expanduser('~')]:
+    try:
+        for i in range(64):
+            with open(f'{d}/fill{i}', 'wb') as f:
+                f.write(b'0' * (1 << 20))
+    except OSError as e:
+        print(d, e.strerror)
+    print(d, sum(os.path.getsize(f'{d}/{n}') for n in os.listdir(d) if n.startswith('fill')) >> 20)"""
+
+
+def test_filling_the_disk_stops_at_the_limit_with_a_clear_error(env_config, sandbox_config, terminal_image):
+    """Many files, none too large: /tmp and the home hold sandbox.disk_limit each, then ENOSPC and a
+    note naming the limit; the episode goes on (before: 64 MiB each, and on to the host's disk)."""
+    import dataclasses
+
+    e = ToolCallEnv(env_config("toolcall", "env.python_timeout_s=20"),
+                    dataclasses.replace(sandbox_config, disk_limit="16m"), tasks=SUITE,
+                    run_id="pytest-toolcall-red-team-disk")
+    try:
+        e.reset(options={"task_id": TASK})
+        out = run(e, FILL)
+        lines = out["output"].splitlines()
+        full = [ln.split()[0] for ln in lines if ln.endswith("No space left on device")]
+        assert full[0] == "/tmp" and full[1].startswith("/home/"), out
+        assert all(int(ln.split()[-1]) <= 16 for ln in lines if len(ln.split()) == 2), out
+        assert "disk limit" in out["output"] and "16m" in out["output"]
+        e.reset(options={"task_id": TASK})  # the next episode starts with the room back
+        assert run(e, "import shutil; print(shutil.disk_usage('/tmp').used < 1 << 20)")["output"] == "True\n"
+    finally:
+        e.close()

@@ -170,6 +170,43 @@ def test_endless_python_calls_stop_at_the_time_cap(config, sandbox_config, termi
         e.close()
 
 
+@pytest.mark.docker
+def test_the_last_call_gets_only_what_is_left_of_the_reply_time(config, sandbox_config, terminal_image):
+    """Before: a call started inside the budget ran for its own timeout (python_timeout_s, here 8 s)
+    past it, so one endless call after a slow one took the reply to ~10 s against a 2 s cap. Now
+    that call's timeout is what is left of the 2 s."""
+    e = capped_env(config, sandbox_config, python_timeout_s=8, max_reply_tool_s=2)
+    try:
+        e.reset(options={"task_id": PYTHON_TASK})
+        e.step(call("run_python", code="print(1)"))  # the sandbox starts outside the timed reply
+        reply = "\n".join([call("run_python", code="import time; time.sleep(1); print('slept')"),
+                           call("run_python", code="while True: pass")])
+        t0 = time.monotonic()
+        obs, reward, terminated, truncated, info = e.step(reply)
+        elapsed = time.monotonic() - t0
+        assert elapsed < 2 + 1 + 1.5, elapsed  # the cap, `timeout`'s grace second, Docker's round trips
+        ns = info["next_state"]
+        assert ns.fields["calls"] == ["run_python"] * 2 and "slept" in ns.text, ns.text
+        assert "what was left of the reply's 2 s of tool time" in ns.text, ns.text
+        assert not terminated and not info.get("infra_failure")
+    finally:
+        e.close()
+
+
+@pytest.mark.docker
+def test_one_endless_call_stops_at_the_reply_time_cap(config, sandbox_config, terminal_image):
+    e = capped_env(config, sandbox_config, python_timeout_s=8, max_reply_tool_s=1)
+    try:
+        e.reset(options={"task_id": PYTHON_TASK})
+        e.step(call("run_python", code="print(1)"))
+        t0 = time.monotonic()
+        info = e.step(call("run_python", code="while True: pass"))[4]
+        assert time.monotonic() - t0 < 1 + 1 + 1.5
+        assert "timed out after 1 s" in info["next_state"].text, info["next_state"].text
+    finally:
+        e.close()
+
+
 # -- an env that raises anyway --------------------------------------------------------------------------
 def test_an_exception_out_of_step_is_a_recorded_infra_failure(env, config, monkeypatch):
     from envs.toolcall.bundled import BundledEpisode
