@@ -20,8 +20,9 @@ import openai  # noqa: E402
 from agents.factory import serve_policy  # noqa: E402
 from agents.serving.backend import BackendConfig  # noqa: E402
 from nextstate.config import ModelConfig, compose, typed  # noqa: E402
-from trainers.async_loops import Gate  # noqa: E402
-from trainers.proxy.server import Proxy, make_handler  # noqa: E402
+from trainers.gate import Gate  # noqa: E402
+from trainers.proxy.http import make_handler  # noqa: E402
+from trainers.proxy.server import Proxy  # noqa: E402
 from trainers.proxy.sessions import SessionBook  # noqa: E402
 
 PROMPTS = ["Explain what a unit test is.", "Write a haiku about the sea.", "How do I list files in a shell?",

@@ -49,7 +49,7 @@ MODES = {
     "eval": Mode("harness.eval_run:eval_main", finishes=True, sweep_plot=False),
     "train": Mode("trainers.sync:train_main", finishes=True, sweep_plot=True),
     "async": Mode("trainers.async_train:async_main", finishes=True, sweep_plot=True),
-    "proxy": Mode("trainers.proxy.server:proxy_main", finishes=False, sweep_plot=False),
+    "proxy": Mode("trainers.proxy.run:proxy_main", finishes=False, sweep_plot=False),
     "sft": Mode("trainers.sft_run:sft_main", finishes=False, sweep_plot=False),
     "sft_judge": Mode("trainers.sft_judge:sft_judge_main", finishes=False, sweep_plot=False),
 }

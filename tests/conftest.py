@@ -1,8 +1,9 @@
 """Shared fixtures, and the parts some tests need. Tests marked `docker` use the real engine (`make
 test` starts it), `model` the real SmolLM2-135M-Instruct from the local cache (`make test` prepares
-it), `chromium` the real Chromium, `cluster` a Ray cluster. Where a part is absent its tests are
-skipped with the reason; under CI (CI=true) they fail instead, so that a CI machine missing a part
-cannot pass by skipping half the suite (a cluster is opt-in everywhere: no CI has one)."""
+it), `chromium` the real Chromium, `cluster` a simulated Ray cluster on this machine (several
+nodes of `ray.cluster_utils.Cluster`). Where a part is absent its tests are skipped with the reason;
+under CI (CI=true) they fail instead, so that a CI machine missing a part cannot pass by skipping
+half the suite."""
 from __future__ import annotations
 
 import os
@@ -51,14 +52,16 @@ def _chromium_absent() -> str | None:
 
 
 def _cluster_absent() -> str | None:
-    if not os.environ.get("RAY_ADDRESS"):
-        return "no Ray cluster named; set RAY_ADDRESS to run the cluster tests"
+    try:
+        import ray.cluster_utils  # noqa: F401
+    except ImportError as e:
+        return f"Ray is not installed ({e}); `make setup` installs it"
     return None
 
 
 PARTS = {"docker": _docker_absent, "model": _model_absent, "chromium": _chromium_absent,
          "cluster": _cluster_absent}
-OPT_IN = {"cluster"}  # skipped where absent, even under CI
+OPT_IN: set[str] = set()  # parts skipped where absent, even under CI
 
 
 @cache

@@ -59,6 +59,12 @@ def save_checkpoint(path: Path, model, optimizer, state: dict) -> None:
     _replace_dir(tmp, path)
 
 
+def checkpoint_state(path: Path) -> dict | None:
+    """The run state saved with a checkpoint, without its weights (None: no checkpoint yet)."""
+    state = Path(path) / "state.json"
+    return json.loads(state.read_text()) if state.exists() else None
+
+
 def load_checkpoint(path: Path, model, optimizer) -> dict | None:
     path = Path(path)
     if not (path / "state.json").exists():

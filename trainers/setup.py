@@ -25,7 +25,7 @@ from envs.sandbox import wait_for_background_removals
 from nextstate.atomic import append_jsonl
 from nextstate.config import EnvConfig, ModelConfig, check_ranges, model_config, typed
 from nextstate.types import Task
-from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
+from trainers.checkpoint import checkpoint_state, load_checkpoint, save_checkpoint, save_weights
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import filter_tasks, without_tags
 from trainers.eval_cache import EvalCache
@@ -124,8 +124,8 @@ class Training:
     judge: Judge | None
     hinter: Hinter
     teacher: HTTPPolicy | None
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
+    model: torch.nn.Module | None  # None where the trainer is a Ray actor
+    optimizer: torch.optim.Optimizer | None
     state: RunState
     eval_sampling: SamplingConfig
     roll_sampling: SamplingConfig
@@ -145,16 +145,10 @@ class Training:
         return ModelAgent(self.policy, self.roll_sampling, seed=seed % 2**31)
 
     def samples(self, trajs, salt: int) -> tuple[list, list, dict]:
-        """Judge and teach the trajectories' steps, then build the signal's samples (with KL
-        reference logprobs when asked): (samples, judged steps, counts for the log)."""
-        steps = collect_steps(trajs)
-        info = judge_and_teach(steps, self.judge, self.hinter, self.signal, self.teacher, self.hints_cfg,
-                                self.tools.get, salt=salt)
-        samples = build_samples(self.signal, steps, trajs)
-        if self.tc.kl_coef > 0 and samples:
-            for s, (lps, _) in zip(samples, self.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
-                s.ref_logprobs = lps
-        return samples, steps, info
+        """Judge and teach the trajectories' steps, then build the signal's samples: (samples, judged
+        steps, counts for the log)."""
+        return judged_samples(trajs, salt, Feedback(self.signal, self.judge, self.hinter, self.teacher,
+                                                    self.hints_cfg, self.tools, self.tc.kl_coef, self.frozen))
 
     def update(self, samples, seed: int) -> dict:
         """One PPO update of the trainer's model (the server still serves the old weights)."""
@@ -162,20 +156,12 @@ class Training:
                           generator=torch.Generator().manual_seed(seed % 2**31))
 
     def publish(self) -> None:
-        """The trainer's weights to the serving endpoint."""
+        """The trainer's weights to the serving endpoints."""
         self.policy.update_weights_from_disk(str(save_weights(self.model, self.run_dir / "weights")))
 
     def count(self, trajs, n_samples: int, steps, info) -> None:
         """Add episodes, samples, tokens and judge results to the run's totals."""
-        st = self.state
-        st.train_episodes += len(trajs)
-        st.train_samples += n_samples
-        st.tokens += sum(t.n_tokens for t in trajs)
-        st.judge_votes += info["judge_votes"]
-        st.hints_accepted += info["hints_accepted"]
-        st.step_scores += [s.judgement.score for s in steps if s.judgement]
-        st.judge_pairs += [[s.judgement.score, s.step.info.get("step_label")] for s in steps
-                              if s.judgement and s.step.info.get("step_label")]
+        add_counts(self.state, judged_counts(trajs, steps, info), n_samples)
 
     def evaluate(self, desc: str, out_file: Path) -> dict:
         self.policy.sampling = self.eval_sampling
@@ -184,6 +170,64 @@ class Training:
 
     def checkpoint(self) -> None:
         save_checkpoint(self.state_file, self.model, self.optimizer, self.state.to_dict())
+
+
+@dataclass
+class Feedback:
+    """What turns judged steps into samples (the judge, the hints, the teacher, the KL reference)."""
+    signal: SignalConfig
+    judge: Judge | None
+    hinter: Hinter
+    teacher: HTTPPolicy | None
+    hints_cfg: HintConfig
+    tools: dict[str, list[dict]]
+    kl_coef: float
+    frozen: HTTPPolicy | None
+
+
+def judged_samples(trajs, salt: int, fb: Feedback) -> tuple[list, list, dict]:
+    """Judge and teach the trajectories' steps, then build the signal's samples (with KL reference
+    logprobs when asked): (samples, judged steps, counts for the log)."""
+    steps = collect_steps(trajs)
+    info = judge_and_teach(steps, fb.judge, fb.hinter, fb.signal, fb.teacher, fb.hints_cfg, fb.tools.get, salt=salt)
+    samples = build_samples(fb.signal, steps, trajs)
+    if fb.kl_coef > 0 and samples:
+        for s, (lps, _) in zip(samples, fb.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
+            s.ref_logprobs = lps
+    return samples, steps, info
+
+
+def judged_counts(trajs, steps, info: dict) -> dict:
+    """What a judged group adds to the run's totals (small and plain: it travels between processes)."""
+    return {"episodes": len(trajs), "successes": sum(t.success for t in trajs),
+            "tokens": sum(t.n_tokens for t in trajs), "judge_votes": info["judge_votes"],
+            "hints_accepted": info["hints_accepted"], "steps": info["steps"],
+            "step_scores": [s.judgement.score for s in steps if s.judgement],
+            "judge_pairs": [[s.judgement.score, s.step.info.get("step_label")] for s in steps
+                            if s.judgement and s.step.info.get("step_label")]}
+
+
+def add_counts(st: RunState, counts: dict, n_samples: int) -> None:
+    st.train_episodes += counts["episodes"]
+    st.train_samples += n_samples
+    st.tokens += counts["tokens"]
+    st.judge_votes += counts["judge_votes"]
+    st.hints_accepted += counts["hints_accepted"]
+    st.step_scores += counts["step_scores"]
+    st.judge_pairs += counts["judge_pairs"]
+
+
+def feedback_of(cfg: DictConfig, tc: TrainConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy,
+                tools: dict) -> Feedback:
+    """The run's judge, hints and teacher; the oracles read the env's reference solutions."""
+    signal, judge_cfg = typed(cfg.signal, SignalConfig), typed(cfg.judge, JudgeConfig)
+    hints_cfg = typed(cfg.hints, HintConfig)
+    by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
+    sources = FeedbackSources(ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen else None,
+                              lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
+    return Feedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
+                    choose(HINTERS, "hints", hints_cfg.name).build(sources),
+                    frozen if tc.teacher == "frozen" else policy, hints_cfg, tools, tc.kl_coef, frozen)
 
 
 @dataclass
@@ -197,6 +241,13 @@ class Tasks:
     tools: dict[str, list[dict]]
 
 
+def split_tasks(cfg: DictConfig, tc: TrainConfig, env) -> tuple[list[Task], list[Task]]:
+    """The env's train tasks (after the difficulty and tag filters) and test tasks (`eval_limit`)."""
+    suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+    train = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
+    return train, [t for t in suite if t.split == "test"][: tc.eval_limit or None]
+
+
 def open_tasks(cfg: DictConfig, run_dir: Path, tc: TrainConfig, stack: ExitStack) -> Tasks:
     """The envs (closed by `stack`, containers included) and the filtered train and test tasks."""
     make_env, env_cfg = env_maker(cfg, run_dir, split=None)
@@ -204,9 +255,7 @@ def open_tasks(cfg: DictConfig, run_dir: Path, tc: TrainConfig, stack: ExitStack
     stack.callback(wait_for_background_removals)
     stack.callback(pool.close)
     env = pool.get().unwrapped
-    suite = without_tags(env.tasks, cfg.get("exclude_tags"))
-    train = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
-    test = [t for t in suite if t.split == "test"][: tc.eval_limit or None]
+    train, test = split_tasks(cfg, tc, env)
     if not train or not test:
         raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
     if hasattr(env, "prepare"):
@@ -230,12 +279,30 @@ def fresh_state(tr: Training) -> RunState:
     return RunState(success_before=before["success_rate"], curve=[[0, before["success_rate"]]])
 
 
+def load_trainer(cfg: DictConfig, tc: TrainConfig, model_cfg: ModelConfig, init_path: Path):
+    """The trainable model and its optimizer, seeded."""
+    if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
+        torch.set_num_threads(tc.threads)
+    torch.manual_seed(cfg.seed)
+    model = load_trainable(init_path, tc, model_cfg.dtype)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
+                                  weight_decay=tc.weight_decay)
+    return model, optimizer
+
+
+def init_path_of(cfg: DictConfig, model_cfg: ModelConfig) -> Path:
+    """The weights training starts from."""
+    return Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
+
+
 def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls: type = TrainConfig, *,
-                   with_env: bool = True) -> Training:
+                   with_env: bool = True, with_trainer: bool = True) -> Training:
     """Envs, servers (policy; a frozen one for the judge, hints, frozen teacher, KL), the trainable
     model and optimizer, and the run's state: loaded from its checkpoint, or fresh after the
     evaluation before training. Without an env (`mode=proxy`: the steps come from live sessions)
-    there are no tasks and no evaluation. Everything started is closed by `stack`."""
+    there are no tasks and no evaluation; without the trainer (the Ray loops: it is an actor) there
+    is no model here and the state is read from the checkpoint alone. Everything started is closed
+    by `stack`."""
     t_start, cpu_start = time.monotonic(), cpu_seconds()
     tc = typed(cfg.mode, config_cls)
     signal = typed(cfg.signal, SignalConfig)
@@ -255,7 +322,7 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
                     or (signal.use_opd and (hint_kind.needs_model or tc.teacher == "frozen")))
 
     tasks = open_tasks(cfg, run_dir, tc, stack) if with_env else None
-    init_path = Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
+    init_path = init_path_of(cfg, model_cfg)
     policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))
     frozen = None
@@ -263,29 +330,21 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
         frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir,
                                                   path=Path(judge_cfg.model) if judge_cfg.model else init_path,
                                                   log_path=run_dir / "judge_server.log"))
-    by_id = {t.task_id: t for t in tasks.train} if tasks else {}
-    sources = FeedbackSources(ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen else None,
-                              lambda task_id: tasks.env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
-
-    if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
-        torch.set_num_threads(tc.threads)
-    torch.manual_seed(cfg.seed)
-    model = load_trainable(init_path, tc, model_cfg.dtype)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
-                                  weight_decay=tc.weight_decay)
+    fb = feedback_of(cfg, tc, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {})
+    model, optimizer = load_trainer(cfg, tc, model_cfg, init_path) if with_trainer else (None, None)
     tr = Training(
         cfg, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,
         tasks and tasks.env_cfg, tasks and tasks.pool, tasks and tasks.env,
         tasks.train if tasks else [], tasks.test if tasks else [], tasks.tools if tasks else {},
-        policy, frozen, judge_kind.build(sources), hint_kind.build(sources),
-        frozen if tc.teacher == "frozen" else policy, model, optimizer, RunState(),
+        policy, frozen, fb.judge, fb.hinter, fb.teacher, model, optimizer, RunState(),
         SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens),
         SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens),
         t_start, cpu_start, init_path)
-    saved = load_checkpoint(tr.state_file, model, optimizer)
-    if saved is not None:  # resumed: the server must serve the checkpoint's weights again
+    saved = load_checkpoint(tr.state_file, model, optimizer) if with_trainer else checkpoint_state(tr.state_file)
+    if saved is not None:  # resumed: the server must serve the checkpoint's weights again (the trainer's job)
         tr.state = RunState.from_dict(saved)
-        tr.publish()
+        if with_trainer:
+            tr.publish()
         print(f"[train] resumed after iteration {tr.state.iteration}")
     else:
         tr.state = fresh_state(tr)

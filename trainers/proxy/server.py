@@ -20,27 +20,16 @@ from __future__ import annotations
 
 import functools
 import hmac
-import os
 import queue
-import sys
 import threading
-import time
-from contextlib import ExitStack
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Iterator
 
-from omegaconf import DictConfig
-
 from agents.serving.transformers_policy import SamplingConfig
-from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
-from nextstate.config import typed
 from nextstate.types import Trajectory
-from trainers.async_loops import AsyncLoops, Gate, Stopped, UpdateReport
-from trainers.async_train import AsyncTrainConfig, record_update
-from trainers.proxy.http import make_handler, openai_error
-from trainers.proxy.journal import SessionJournal
+from trainers.async_train import AsyncTrainConfig
+from trainers.gate import Gate, Stopped
+from trainers.proxy.http import openai_error
 from trainers.proxy.openai_wire import (
     BadRequest,
     EventStream,
@@ -50,10 +39,8 @@ from trainers.proxy.openai_wire import (
     refuse_what_cannot_be_honoured,
     shown_so_far,
 )
-from trainers.proxy.request import check_shape, sampling_of, seed_of, special_tokens_of, stream_of
+from trainers.proxy.request import check_shape, sampling_of, seed_of, stream_of
 from trainers.proxy.sessions import SessionBook, SessionRefused, turn_type_of
-from trainers.setup import Training, start_training
-from trainers.train_plot import write_train_plot
 
 
 @dataclass
@@ -199,7 +186,8 @@ class Proxy:
                 continue
             if s.no != group_no:
                 raise RuntimeError(f"the proxy's step {s.no} reached the loops as group {group_no}")
-            return s.version, [Trajectory(task_id=s.session, env_id="proxy", steps=[s.step])]
+            return s.version, ([Trajectory(task_id=s.session, env_id="proxy", steps=[s.step])],
+                               {s.session: self.book.tools[s.session]} if s.session in self.book.tools else {})
 
     def authorized(self, headers) -> bool:
         """Whether the request carries the API key (always, when none is set)."""
@@ -212,86 +200,3 @@ class Proxy:
         return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,
                 "open_sessions": self.book.open_sessions, "unanswered": self.book.unanswered,
                 "steps_waiting": self.book.steps.qsize()}
-
-
-def _check_signal(tr: Training) -> None:
-    s = tr.signal
-    if not (s.use_prm or s.use_opd):
-        raise SystemExit("mode=proxy: a conversation has no outcome score; use signal=prm|opd|prm_opd "
-                         "(+experiment=personal_proxy)")
-    if s.use_prm and s.baseline != "none":
-        raise SystemExit("mode=proxy: each reply is its own group, so step-wise standardization has nothing to "
-                         "compare; use signal.baseline=none (+experiment=personal_proxy)")
-
-
-def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
-    (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
-    tc = typed(cfg.mode, ProxyConfig)
-    try:  # bound before the servers start: a taken port fails at once (requests queue until serving)
-        server = ThreadingHTTPServer((tc.host, tc.port), BaseHTTPRequestHandler)
-    except OSError as e:
-        raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
-                         "mode.port, or mode.port=0 for a free one") from None
-    server.daemon_threads = True
-    with ExitStack() as stack:
-        stack.callback(server.server_close)
-        tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False)
-        _check_signal(tr)
-        tc, state = tr.tc, tr.state
-        book = SessionBook(tc.max_sessions, SessionJournal(run_dir / "sessions.jsonl"), first_step=state.open_from,
-                           tools=tr.tools)
-        if book.restored_pending or book.restored_steps:
-            print(f"[proxy] resumed {book.restored_pending} replies waiting for their next state and "
-                  f"{book.restored_steps} steps not yet trained on", flush=True)
-        lock = threading.Lock()
-        loops: AsyncLoops
-        proxy: Proxy
-
-        def judge(n: int, trajs):
-            samples, steps, info = tr.samples(trajs, salt=n)
-            with lock:
-                tr.count(trajs, 0, steps, info)
-            return samples
-
-        def on_update(r: UpdateReport) -> None:
-            with lock:
-                log = {**record_update(state, r, loops), **proxy.stats()}
-                state.open_from = r.open_from
-                tr.checkpoint()
-            book.compact(r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
-            append_jsonl(tr.log_file, log)
-            write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
-            print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
-                  f"loss {r.stats.get('loss', 0):.4f}; {proxy.served} requests served")
-
-        loops = AsyncLoops(produce=lambda n, gate: proxy.next_step(n, gate), judge=judge,
-                           update=lambda samples: tr.update(samples, seed=hash((cfg.seed, state.iteration + 1))),
-                           publish=tr.publish, workers=1, batch_size=tc.batch_samples,
-                           max_staleness=tc.max_staleness, version=state.iteration + 1,
-                           next_group=state.open_from, judges=tc.judge_workers)
-        proxy = Proxy(tr.policy, loops.gate, book, tr.roll_sampling, tr.model_cfg.name, tc.api_key,
-                      max_tokens_cap=tc.max_tokens_cap, special_tokens=special_tokens_of(tr.policy.tokenizer))
-        server.RequestHandlerClass = make_handler(proxy)
-        threading.Thread(target=server.serve_forever, name="proxy-http", daemon=True).start()
-        stack.callback(server.shutdown)
-        url = f"http://{tc.host}:{server.server_address[1]}/v1"
-        write_json_atomic(run_dir / "proxy.json", {"url": url, "pid": os.getpid(), "model": tr.model_cfg.name})
-        stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
-        print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
-              f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
-        if not tc.api_key and tc.host not in ("127.0.0.1", "localhost", "::1"):
-            print(f"[proxy] warning: {tc.host} is reachable from other machines and no mode.api_key is set "
-                  "(NEXTSTATE_PROXY_API_KEY): anyone who can reach it can train this model", file=sys.stderr,
-                  flush=True)
-        remaining = tc.iterations - (state.iteration + 1) if tc.iterations else 10**12
-        if remaining > 0:
-            loops.run(remaining, on_update)
-        final = proxy.stats()
-    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": cfg.seed,
-               "iterations": state.iteration + 1, "train_samples": state.train_samples,
-               "steps_judged": state.train_episodes, "judge_votes": state.judge_votes,
-               "hints_accepted": state.hints_accepted, "dropped_stale": state.dropped_stale, **final,
-               "wall_s": round(time.monotonic() - tr.t_start, 1), "train_log": read_jsonl(tr.log_file)}
-    write_json_atomic(run_dir / "metrics.json", metrics)
-    print(f"[proxy] stopped after {metrics['iterations']} updates; weights in {run_dir / 'weights'}")
-    return metrics

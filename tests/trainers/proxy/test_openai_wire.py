@@ -13,9 +13,10 @@ import pytest
 from agents.serving.transformers_policy import SamplingConfig
 from envs.toolcall.parse import scan_calls
 from nextstate.types import Generation
-from trainers.async_loops import Gate
+from trainers.gate import Gate
+from trainers.proxy.http import make_handler
 from trainers.proxy.openai_wire import BadRequest, EventStream, completion, plain_messages, shown_so_far
-from trainers.proxy.server import Proxy, make_handler
+from trainers.proxy.server import Proxy
 from trainers.proxy.sessions import SessionBook
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",

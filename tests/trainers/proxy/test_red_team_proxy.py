@@ -20,7 +20,7 @@ from harness.resume import resume_command
 from tests.paths import ROOT
 from tests.trainers.proxy.test_openai_wire import ScriptedPolicy
 from tests.trainers.proxy.test_sessions import A, U, gen
-from trainers.async_loops import Gate
+from trainers.gate import Gate
 from trainers.proxy.http import make_handler
 from trainers.proxy.request import special_tokens_of
 from trainers.proxy.server import Proxy

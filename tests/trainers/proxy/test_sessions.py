@@ -16,7 +16,7 @@ import requests
 
 from nextstate.types import Generation
 from tests.paths import ROOT
-from trainers.async_loops import Gate
+from trainers.gate import Gate
 from trainers.proxy.openai_wire import BadRequest, plain_messages
 from trainers.proxy.server import Proxy
 from trainers.proxy.sessions import SessionBook, next_state_of

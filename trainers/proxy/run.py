@@ -1,0 +1,81 @@
+"""`mode=proxy`'s run: the endpoint (trainers/proxy/server.py) in a Ray actor as the loops' rollout
+worker (trainers/proxy/roles.py), a judge and the trainer as in mode=async; every update logged,
+checkpointed, and the journal compacted after it. `mode.iterations` updates, then the proxy stops
+(0 = until Ctrl-C)."""
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
+from nextstate.config import typed
+from trainers.async_train import ray_loops, record_update
+from trainers.proxy.roles import ProxyEndpoint, ProxyJudge
+from trainers.proxy.server import ProxyConfig
+from trainers.ray_loops import UpdateReport
+from trainers.ray_runtime import RayConfig, ray_session
+from trainers.setup import Training, add_counts, start_training
+from trainers.train_plot import write_train_plot
+
+
+def _check_signal(tr: Training) -> None:
+    s = tr.signal
+    if not (s.use_prm or s.use_opd):
+        raise SystemExit("mode=proxy: a conversation has no outcome score; use signal=prm|opd|prm_opd "
+                         "(+experiment=personal_proxy)")
+    if s.use_prm and s.baseline != "none":
+        raise SystemExit("mode=proxy: each reply is its own group, so step-wise standardization has nothing to "
+                         "compare; use signal.baseline=none (+experiment=personal_proxy)")
+
+
+def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
+    (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
+    tc = typed(cfg.mode, ProxyConfig)
+    try:  # tried before the servers start: a taken port fails at once (the endpoint actor binds it)
+        ThreadingHTTPServer((tc.host, tc.port), BaseHTTPRequestHandler).server_close()
+    except OSError as e:
+        raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
+                         "mode.port, or mode.port=0 for a free one") from None
+    with ExitStack() as stack:
+        tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False, with_trainer=False)
+        _check_signal(tr)
+        tc, state = tr.tc, tr.state
+        stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
+        stack.enter_context(ray_session(typed(cfg.ray, RayConfig)))
+        loops = ray_loops(tr, ProxyConfig, workers=1, next_group=state.open_from, with_env=False,
+                          rollout=ProxyEndpoint, judge=ProxyJudge)
+        loops.rollout_options = {"max_concurrency": 4}  # stats and compaction while a step is awaited
+        final: dict = {}
+
+        def endpoint(method: str, *args):
+            import ray
+
+            return ray.get(loops.rollout_actors[0].call.remote(method, *args))
+
+        def on_update(r: UpdateReport) -> None:
+            state.train_samples += r.samples
+            final.update(endpoint("stats"))
+            log = {**record_update(state, r, loops), **final}
+            state.open_from = r.open_from
+            loops.save(state.to_dict())
+            endpoint("compact", r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
+            append_jsonl(tr.log_file, log)
+            write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
+            print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
+                  f"loss {r.stats.get('loss', 0):.4f}; {final['served']} requests served", flush=True)
+
+        remaining = tc.iterations - (state.iteration + 1) if tc.iterations else 10**12
+        if remaining > 0:
+            loops.run(remaining, on_update, lambda group, counts: add_counts(state, counts, 0))
+    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": cfg.seed,
+               "iterations": state.iteration + 1, "train_samples": state.train_samples,
+               "steps_judged": state.train_episodes, "judge_votes": state.judge_votes,
+               "hints_accepted": state.hints_accepted, "dropped_stale": state.dropped_stale, **final,
+               "wall_s": round(time.monotonic() - tr.t_start, 1), "train_log": read_jsonl(tr.log_file)}
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    print(f"[proxy] stopped after {metrics['iterations']} updates; weights in {run_dir / 'weights'}")
+    return metrics

@@ -1,0 +1,334 @@
+"""The engine of `mode=async` and `mode=proxy`: the paper's four loops on Ray. Rollout workers, judges
+and the trainer are Ray actors; the serving endpoints are processes they reach over HTTP; this
+driver only schedules (no threads): none of the loops waits for another's round to end.
+
+- Each rollout worker builds its part in its own process (`Roles.rollout`: its env pool, its HTTP
+  policy) and produces a group of episodes per call, passing the gate (an actor) before each
+  episode: the gate holds it while the trainer swaps the weights and tells it the policy version.
+- Judges turn a finished group into samples, tagged with the version the group started on.
+- The trainer gathers `batch_size` fresh samples (at most `max_staleness` versions behind), updates
+  while rollouts go on, then closes the gate, publishes the weights to every server and opens it on
+  the next version; the caller's `on_update` logs, and the trainer saves its checkpoint.
+
+Rollouts run about one batch ahead of training: a worker gets a new group only while the samples
+waiting, plus those the groups under way are expected to give, are fewer than `batch_size`.
+
+Faults: an actor that dies (its node is lost, it is killed) is restarted by Ray, on any node with
+the resources it asks for. A rollout group or a judging it had in flight is re-queued (the same
+group number, so no sample is trained twice and none is lost); a trainer restarts from its last
+checkpoint and redoes the update under way. An exception raised by a role's own code is the run's
+error: it stops every loop and is raised by `run`.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from trainers.gate import GateActor, RemoteGate
+
+
+@dataclass
+class Tagged:
+    """Work and the policy version it was sampled with (the oldest, for a group spanning a swap)."""
+    version: int
+    group_no: int
+    item: Any
+
+
+def fresh(pending: list[Tagged], version: int, max_staleness: int) -> tuple[list[Tagged], int]:
+    """The samples at most `max_staleness` versions behind `version`, and how many were dropped."""
+    kept = [t for t in pending if version - t.version <= max_staleness]
+    return kept, len(pending) - len(kept)
+
+
+@dataclass
+class UpdateReport:
+    """What one trainer step saw: for the run's log."""
+    version: int  # the version the update produced
+    samples: int
+    staleness: list[int]  # per sample: versions behind at update time
+    dropped_stale: int
+    wait_s: float  # trainer time waiting for samples before this update
+    update_s: float  # the PPO update (rollouts running)
+    publish_s: float  # the weight swap (rollouts held)
+    stats: dict = field(default_factory=dict)
+    open_from: int = 0  # every group before this one is trained on or dropped: a resume starts here
+    restarts: dict = field(default_factory=dict)  # actors restarted since the last update, by role
+
+
+@dataclass
+class Roles:
+    """How each actor builds its part, in its own process (picklable callables returning objects):
+    rollout: `.produce(group_no, gate) -> (version, group)`; judge: `.judge(group_no, group) ->
+    (samples, counts)` (counts: anything, passed to `run`'s `on_judged`); trainer: `.update(samples,
+    version) -> stats`, `.publish()`, `.save(state: dict)`. Each may have `.close()`, called when the loops end."""
+    rollout: Callable[[], Any]
+    judge: Callable[[], Any]
+    trainer: Callable[[], Any]
+
+
+@dataclass
+class Placement:
+    """Where actors may run: custom resources a node declares (`ray start --resources='{"docker": 8}'`)."""
+    rollout_resource: str | None = None  # e.g. docker or chromium: rollout workers go to nodes with it
+    trainer_gpus: float = 0
+    max_restarts: int = 3  # per actor; past that the run fails
+
+
+class RoleActor:
+    """One part of the loops in its own process; made a Ray actor by `RayLoops`."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self.role = build()
+
+    def call(self, method: str, *args):
+        return getattr(self.role, method)(*args)
+
+    def close(self) -> None:
+        close = getattr(self.role, "close", None)
+        if close:
+            close()
+
+
+def _cause(e: RayTaskError) -> BaseException:
+    """The role's own exception (an instance of its class, with Ray's traceback in its message)."""
+    try:
+        return e.as_instanceof_cause()
+    except Exception:  # noqa: BLE001  (an exception class Ray cannot subclass)
+        return e
+
+
+class RayLoops:
+    """Run rollout workers and judges until the trainer has made `updates` updates (`run`)."""
+
+    def __init__(self, roles: Roles, *, workers: int, batch_size: int, max_staleness: int, version: int = 0,
+                 next_group: int = 0, judges: int = 1, placement: Placement | None = None,
+                 report_every_s: float = 60.0):
+        if batch_size < 1 or workers < 1 or judges < 1 or max_staleness < 0:
+            raise ValueError("async loops need batch_size >= 1, workers >= 1, judges >= 1 and max_staleness >= 0")
+        self.roles, self.placement = roles, placement or Placement()
+        self.workers, self.judges, self.batch_size, self.max_staleness = workers, judges, batch_size, max_staleness
+        self.version = version
+        self._next_group = self._first_group = next_group
+        self.groups_started = next_group
+        self.report_every_s = report_every_s  # while the trainer waits that long, say why (stderr)
+        self.restarts = {"rollout": 0, "judge": 0, "trainer": 0}
+        self._down: set[str] = set()  # actors seen dead and not yet seen working again
+        self.gate_actor = self.trainer = None
+        self.rollout_options: dict = {}  # more Ray actor options for rollout workers (e.g. max_concurrency)
+        self.held_s = 0.0  # rollout time held at the gate during weight swaps (summed over workers)
+        self.rollout_actors: list = []
+        self.judge_actors: list = []
+        self._backlog = 0  # samples judged and not yet trained on or dropped
+        self._under_way = 0  # groups taken and not yet judged
+        self._groups_judged = self._samples_judged = 0  # the expected yield of a group
+
+    # -- actors ---------------------------------------------------------------------------------
+    def _actor(self, build, **options):
+        cls = ray.remote(RoleActor).options(num_cpus=0, max_restarts=self.placement.max_restarts,
+                                            max_task_retries=0, **options)
+        return cls.remote(build)
+
+    def _start(self) -> None:
+        p = self.placement
+        rollout = {"resources": {p.rollout_resource: 0.001}} if p.rollout_resource else {}
+        self.gate_actor = ray.remote(GateActor).options(num_cpus=0).remote(self.version)
+        self.gate = RemoteGate(self.gate_actor)
+        self.rollout_actors = [self._actor(self.roles.rollout, scheduling_strategy="SPREAD", **rollout,
+                                           **self.rollout_options)
+                               for _ in range(self.workers)]
+        self.judge_actors = [self._actor(self.roles.judge) for _ in range(self.judges)]
+        self.trainer = self._actor(self.roles.trainer, num_gpus=p.trainer_gpus)
+
+    def _stop(self, interrupted: bool, rolling: dict) -> None:
+        """Stop at the gate; let each worker finish its episode (not after a Ctrl-C); close; kill."""
+        if self.gate_actor is None:
+            return
+        ray.get(self.gate_actor.stop.remote())
+        self.held_s = ray.get(self.gate_actor.state.remote())[3]
+        if rolling and not interrupted:
+            ray.wait(list(rolling), num_returns=len(rolling), timeout=600)
+        everyone = [a for a in [*self.rollout_actors, *self.judge_actors, self.trainer] if a is not None]
+        ray.wait([a.close.remote() for a in everyone], num_returns=len(everyone), timeout=30 if interrupted else 300)
+        for a in [*everyone, self.gate_actor]:
+            ray.kill(a)
+
+    def _restarted(self, role: str, actor, e: BaseException) -> None:
+        """Count an actor's death (its work is then redone); one still restarting is waited for."""
+        if getattr(e, "actor_init_failed", False):  # its role could not be built: no restart will help
+            raise RuntimeError(f"a {role} actor could not start: {str(e).strip().splitlines()[-1]}") from e
+        key = actor._actor_id.hex()
+        if key in self._down:  # counted when it was first seen; Ray is restarting it
+            time.sleep(0.2)
+            return
+        self._down.add(key)
+        self.restarts[role] += 1
+        if self.restarts[role] > self.placement.max_restarts * max(self.workers, self.judges):
+            raise RuntimeError(f"{role} actors died {self.restarts[role]} times; last: {e}") from e
+        print(f"[ray] a {role} actor died ({type(e).__name__}); Ray restarts it and its work is redone",
+              file=sys.stderr, flush=True)
+
+    # -- scheduling -----------------------------------------------------------------------------
+    def _take_group(self) -> int:
+        n = self._next_group
+        self._next_group += 1
+        self.groups_started = self._next_group
+        return n
+
+    def _expected(self) -> float:
+        groups = self._groups_judged
+        return self._backlog + self._under_way * (self._samples_judged / groups if groups else 1.0)
+
+    def _note_waiting(self, pending: int, waited_s: float) -> None:
+        """A long wait for samples is either slow rollouts or groups that give none (e.g. no hints)."""
+        print(f"[async] update {self.version + 1} has waited {waited_s:.0f} s: {pending}/{self.batch_size} "
+              f"samples; {self._groups_judged} groups judged so far gave {self._samples_judged}",
+              file=sys.stderr, flush=True)
+
+    def _start_update(self, batch: list[Tagged]) -> dict:
+        """The trainer's update of `batch` under way (rollouts go on): what the loop follows it by."""
+        return {"ref": self.trainer.call.remote("update", [t.item for t in batch], self.version + 1),
+                "stage": "update", "batch": batch, "t": time.monotonic()}
+
+    def _advance(self, training: dict) -> tuple[dict, float, float] | None:
+        """The next stage once the current one is done: after the update, close the gate and publish;
+        after publishing, open it on the next version and return (stats, update_s, publish_s). A
+        trainer that dies restarts from its checkpoint (the last update's) and redoes this update."""
+        try:
+            out = ray.get(training["ref"])
+        except RayActorError as e:
+            self._restarted("trainer", self.trainer, e)
+            if training["stage"] == "publish":
+                ray.get(self.gate_actor.resume.remote(self.version))
+            training.update(self._start_update(training["batch"]))
+            return None
+        except RayTaskError as e:
+            raise _cause(e) from None
+        self._down.discard(self.trainer._actor_id.hex())
+        now = time.monotonic()
+        if training["stage"] == "update":
+            ray.get(self.gate_actor.pause.remote())
+            training.update(ref=self.trainer.call.remote("publish"), stage="publish", stats=out,
+                            update_s=now - training["t"], t=now)
+            return None
+        self.version += 1
+        ray.get(self.gate_actor.resume.remote(self.version))
+        return training["stats"], training["update_s"], now - training["t"]
+
+    def save(self, state: dict) -> None:
+        """The trainer's checkpoint with the run's `state` (call from `on_update`)."""
+        try:
+            ray.get(self.trainer.call.remote("save", state))
+        except RayActorError as e:  # it restarts from the previous checkpoint: the next update redoes this one
+            self._restarted("trainer", self.trainer, e)
+
+    def run(self, updates: int, on_update: Callable[[UpdateReport], None] | None = None,
+            on_judged: Callable[[Tagged, Any], None] | None = None) -> list[UpdateReport]:
+        """`on_judged(group, counts)` gets each judged group (its episodes) and what its judge counted."""
+        rolling: dict = {}  # ref -> (actor, group number)
+        interrupted = True
+        try:
+            self._start()
+            reports = self._loop(updates, on_update, on_judged, rolling)
+            interrupted = False
+            return reports
+        finally:
+            self._stop(interrupted, rolling)
+
+    def _loop(self, updates: int, on_update, on_judged, rolling: dict) -> list[UpdateReport]:
+        reports: list[UpdateReport] = []
+        judging: dict = {}  # ref -> (actor, Tagged group)
+        idle_workers, idle_judges = list(self.rollout_actors), list(self.judge_actors)
+        redo: deque[int] = deque()  # groups whose worker died: rolled out again first
+        to_judge: deque[Tagged] = deque()
+        pending: list[Tagged] = []  # one Tagged per sample
+        dropped, wait_s, restarts_seen = 0, 0.0, dict(self.restarts)
+        training = None  # the update under way: its stage (update, then publish) and batch
+        received, all_below = set(), self._first_group  # the groups whose samples reached the trainer
+        t0 = last_note = time.monotonic()
+        while len(reports) < updates:
+            while idle_workers and (redo or self._expected() < self.batch_size):
+                if redo:
+                    n = redo.popleft()  # still counted under way
+                else:
+                    n = self._take_group()
+                    self._under_way += 1
+                w = idle_workers.pop(0)
+                rolling[w.call.remote("produce", n, self.gate)] = (w, n)
+            while idle_judges and to_judge:
+                j, t = idle_judges.pop(0), to_judge.popleft()
+                judging[j.call.remote("judge", t.group_no, t.item)] = (j, t)
+            if training is None and len(pending) >= self.batch_size:
+                wait_s += time.monotonic() - t0
+                batch, pending = pending[: self.batch_size], pending[self.batch_size:]
+                self._backlog -= len(batch)
+                training = self._start_update(batch)
+            busy = [*rolling, *judging, *([training["ref"]] if training else [])]
+            done, _ = ray.wait(busy, num_returns=1, timeout=0.05)
+            if training and training["ref"] in done:
+                finished = self._advance(training)
+                if finished:
+                    stats, update_s, publish_s = finished
+                    batch, training = training["batch"], None
+                    report = UpdateReport(self.version, len(batch), [self.version - 1 - t.version for t in batch],
+                                          dropped, round(wait_s, 3), round(update_s, 3), round(publish_s, 3), stats,
+                                          min([t.group_no for t in pending] + [all_below]),
+                                          {k: v - restarts_seen[k] for k, v in self.restarts.items()
+                                           if v > restarts_seen[k]})
+                    restarts_seen = dict(self.restarts)
+                    reports.append(report)
+                    if on_update:
+                        on_update(report)
+                    pending, dropped = fresh(pending, self.version, self.max_staleness)
+                    self._backlog -= dropped
+                    wait_s, t0 = 0.0, time.monotonic()
+            for ref in done:
+                if ref in rolling:
+                    w, n = rolling.pop(ref)
+                    idle_workers.append(w)
+                    try:
+                        version, group = ray.get(ref)
+                    except RayActorError as e:
+                        self._restarted("rollout", w, e)
+                        redo.append(n)
+                        continue
+                    except RayTaskError as e:
+                        raise _cause(e) from None
+                    self._down.discard(w._actor_id.hex())
+                    to_judge.append(Tagged(version, n, group))
+                elif ref in judging:
+                    j, t = judging.pop(ref)
+                    idle_judges.append(j)
+                    try:
+                        samples, counts = ray.get(ref)
+                    except RayActorError as e:
+                        self._restarted("judge", j, e)
+                        to_judge.appendleft(t)
+                        continue
+                    except RayTaskError as e:
+                        raise _cause(e) from None
+                    self._down.discard(j._actor_id.hex())
+                    if on_judged:
+                        on_judged(t, counts)
+                    self._under_way -= 1
+                    self._groups_judged += 1
+                    self._samples_judged += len(samples)
+                    self._backlog += len(samples)
+                    pending += [Tagged(t.version, t.group_no, s) for s in samples]
+                    received.add(t.group_no)
+                    while all_below in received:
+                        received.remove(all_below)
+                        all_below += 1
+                    pending, n_dropped = fresh(pending, self.version, self.max_staleness)
+                    dropped += n_dropped
+                    self._backlog -= n_dropped
+            if not done and time.monotonic() - last_note > self.report_every_s:
+                last_note = time.monotonic()
+                self._note_waiting(len(pending), last_note - t0)
+        return reports
