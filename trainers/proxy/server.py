@@ -131,7 +131,7 @@ class Proxy:
                 {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **out}
         try:
             gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
-                                       seeds=None if req.seed is None else [req.seed])[0]
+                                       seeds=None if req.seed is None else [req.seed], session=req.session)[0]
             self._record(req, gen, version, token)
         finally:
             release()
@@ -155,7 +155,8 @@ class Proxy:
         events = EventStream(self.model_name)
         yield events.start()
         sent, gen = "", None
-        for text, final in self.policy.stream(req.messages, tools=req.tools, sampling=req.sampling, seed=req.seed):
+        for text, final in self.policy.stream(req.messages, tools=req.tools, sampling=req.sampling, seed=req.seed,
+                                              session=req.session):  # a session's turns to one server: its prefix cache
             if final is not None:
                 gen = final
                 break

@@ -37,14 +37,15 @@ class ScriptedPolicy:
     def __init__(self, *replies: str):
         self.replies, self.asked = list(replies), []
 
-    def generate(self, conversations, *, tools=None, sampling=None, seeds=None):
+    def generate(self, conversations, *, tools=None, sampling=None, seeds=None, session=None):
         self.asked.append((conversations[0], tools))
-        self.sampling, self.seeds = sampling, seeds
+        self.sampling, self.seeds, self.session = sampling, seeds, session
         return [gen(self.replies.pop(0))]
 
-    def stream(self, messages, *, tools=None, sampling=None, seed=None):
+    def stream(self, messages, *, tools=None, sampling=None, seed=None, session=None):
         """The reply a character at a time, as the policy server streams its tokens."""
-        (whole,) = self.generate([messages], tools=tools, sampling=sampling, seeds=None if seed is None else [seed])
+        (whole,) = self.generate([messages], tools=tools, sampling=sampling, seeds=None if seed is None else [seed],
+                                 session=session)
         for i in range(1, len(whole.text) + 1):
             yield whole.text[:i], None
         yield whole.text, whole
@@ -235,6 +236,7 @@ def test_stop_strings_reach_the_policy_and_end_the_text_the_client_reads(served)
                                          stop=["Observation:", "\n\n"], seed=7, extra_headers={"X-Session-Id": "s"})
     assert out.choices[0].message.content == "Thought: look it up\n"
     assert policy.sampling.stop == ("Observation:", "\n\n") and policy.seeds == [7]
+    assert policy.session == "s"  # a session's turns go to one policy server (its prefix cache)
     client.chat.completions.create(model="scripted", stop="\n", extra_headers={"X-Session-Id": "s"}, messages=[
         {"role": "user", "content": "q"}, {"role": "assistant", "content": out.choices[0].message.content},
         {"role": "user", "content": "and?"}])
@@ -252,8 +254,8 @@ def test_a_client_that_leaves_mid_stream_is_not_recorded_and_the_proxy_goes_on(s
     import requests
 
     class Slow(ScriptedPolicy):
-        def stream(self, messages, *, tools=None, sampling=None, seed=None):
-            for item in super().stream(messages, tools=tools, sampling=sampling, seed=seed):
+        def stream(self, messages, *, tools=None, sampling=None, seed=None, session=None):
+            for item in super().stream(messages, tools=tools, sampling=sampling, seed=seed, session=session):
                 time.sleep(0.05)
                 yield item
 
