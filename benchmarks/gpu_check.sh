@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# A short check for a GPU machine (no internet needed): the trainer's PPO step on a Qwen3-shaped model
-# (random weights from a Qwen3 config: no download) in bf16 with gradient checkpointing, reporting step
-# time and tokens/s. Usage: bash benchmarks/gpu_check.sh [hidden] [layers]   (default: Qwen3-0.6B shape)
+# A short check for a GPU machine (no internet needed), two parts, each ending with a JSON line:
+# 1. the trainer's PPO step on a Qwen3-shaped model (random weights from a Qwen3 config: no download) in
+#    bf16 with gradient checkpointing: step time and tokens/s;
+# 2. the async loops on one GPU machine: two policy servers (backend.replicas=2) and the trainer actor
+#    (it asks Ray for the GPU) beside them, a short mode=async run of the default model on the chat env:
+#    trained samples/s and the trainer's idle share. Needs the model cache (make model); SKIP_LOOPS=1 skips it.
+# Usage: bash benchmarks/gpu_check.sh [hidden] [layers]   (default: Qwen3-0.6B shape)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -43,4 +47,19 @@ print(f"Qwen3-shaped model: {params / 1e9:.2f} B params, bf16, grad checkpointin
 print(f"PPO update: {step:.2f} s, {tok / step:.0f} tokens/s, peak mem {(torch.cuda.max_memory_allocated() if dev == 'cuda' else 0) / 2**30:.1f} GiB")
 print(json.dumps({"metric": "gpu_ppo_step_tokens_per_s", "value": round(tok / step), "target": None,
                   "higher_is_better": True, "step_s": round(step, 3), "params_b": round(params / 1e9, 3)}))
+PYEOF
+
+[ "${SKIP_LOOPS:-0}" = 1 ] && exit 0
+RUN=${OUT:-/tmp}/gpu_check_async
+rm -rf "$RUN"
+$PY -m harness.run mode=async env=chat signal=opd hints=next_state mode.teacher=policy split=all progress=false \
+  backend.replicas=2 mode.iterations=4 mode.batch_samples=8 mode.group_size=2 mode.rollout_workers=4 \
+  mode.eval_limit=2 env.max_steps=2 model.max_new_tokens=64 "hydra.run.dir=$RUN"
+$PY - "$RUN" <<'PYEOF'
+import json, sys
+log = [json.loads(l) for l in open(f"{sys.argv[1]}/train_log.jsonl")]
+samples, elapsed, updating = sum(x["samples"] for x in log), log[-1]["elapsed_s"], sum(x["update_s"] for x in log)
+print(json.dumps({"metric": "gpu_async_two_servers_samples_per_s", "value": round(samples / elapsed, 3), "target": None,
+                  "higher_is_better": True, "trainer_idle_share": round(1 - updating / elapsed, 3),
+                  "updates": len(log), "staleness_max": max(x["staleness_max"] for x in log)}))
 PYEOF

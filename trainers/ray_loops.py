@@ -77,7 +77,7 @@ class Roles:
 class Placement:
     """Where actors may run: custom resources a node declares (`ray start --resources='{"docker": 8}'`)."""
     rollout_resource: str | None = None  # e.g. docker or chromium: rollout workers go to nodes with it
-    trainer_gpus: float = 0
+    trainer_gpus: float | None = None  # None: one where the cluster has a GPU (Ray hides GPUs from actors without)
     max_restarts: int = 3  # per actor; past that the run fails
 
 
@@ -144,7 +144,10 @@ class RayLoops:
                                            **self.rollout_options)
                                for _ in range(self.workers)]
         self.judge_actors = [self._actor(self.roles.judge) for _ in range(self.judges)]
-        self.trainer = self._actor(self.roles.trainer, num_gpus=p.trainer_gpus)
+        gpus = p.trainer_gpus
+        if gpus is None:
+            gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
+        self.trainer = self._actor(self.roles.trainer, num_gpus=gpus)
 
     def _stop(self, interrupted: bool, rolling: dict) -> None:
         """Stop at the gate; let each worker finish its episode (not after a Ctrl-C); close; kill."""

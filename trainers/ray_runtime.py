@@ -18,7 +18,7 @@ class RayConfig:
     address: str | None  # None: start a local Ray for this run; auto / ray://host:10001: join a cluster
     env_resources: dict[str, str] = field(default_factory=dict)  # env kind -> the custom resource its workers need
     local_resources: list[str] = field(default_factory=list)  # declared by a local Ray: this machine has them all
-    trainer_gpus: float = 0
+    trainer_gpus: float | None = None  # None: one where the cluster has a GPU
     max_restarts: int = 3
 
     def placement(self, env_kind: str | None) -> Placement:

@@ -5,6 +5,7 @@ checkpoint or fresh after the evaluation before training. The loops (trainers/sy
 trainers/async_train.py, trainers/proxy/server.py) differ only in how they schedule the parts."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -327,7 +328,9 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
                                               log_path=run_dir / "server.log"))
     frozen = None
     if needs_frozen:
-        frozen = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir,
+        # launched here even where the policy's servers are attached: theirs change with every update
+        own = dataclasses.replace(backend, url=None, servers=[], replicas=1)
+        frozen = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir,
                                                   path=Path(judge_cfg.model) if judge_cfg.model else init_path,
                                                   log_path=run_dir / "judge_server.log"))
     fb = feedback_of(cfg, tc, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {})
