@@ -2,16 +2,19 @@ import os, time
 from pathlib import Path
 
 def worker_pids():
-    pids = []
+    """Processes running worker.sh, not counting the worker's own subshells: its `$(date +%s)` is a
+    fork of it, with the same command line, for a moment each second."""
+    found = {}
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
                 cmd = (p / "cmdline").read_bytes().split(b"\0")
-            except OSError:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
                 continue
             if any(c.endswith(b"worker.sh") for c in cmd):
-                pids.append(int(p.name))
-    return pids
+                found[int(p.name)] = ppid
+    return [pid for pid, ppid in found.items() if ppid not in found]
 
 def test_pid_file_points_at_running_worker():
     pid = int(Path("/app/worker.pid").read_text().strip())
