@@ -35,8 +35,9 @@ def serve_policy(model: ModelConfig, backend: BackendConfig, cache_dir: str, *, 
 
     path = path or model_path(model, cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    with serve_endpoints(backend, path, model_name=model.name, dtype=model.dtype, log_path=log_path) as urls:
-        yield HTTPPolicy(urls, tokenizer, sampling_of(model), model_name=model.name, model_path=str(path))
+    with serve_endpoints(backend, path, model_name=model.name, dtype=model.dtype, log_path=log_path) as served:
+        yield HTTPPolicy(served.urls, tokenizer, sampling_of(model), model_name=model.name, model_path=str(path),
+                         api_key=served.api_key)
 
 
 def agent_factory(spec: dict, policy: HTTPPolicy | None = None):

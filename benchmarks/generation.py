@@ -34,13 +34,13 @@ def baseline_tokens_per_s(path, ids) -> float:
     return (out.shape[1] - x.shape[1]) / (time.perf_counter() - t)
 
 
-def server_tokens_per_s(url, ids, batch) -> float:
+def server_tokens_per_s(url, ids, batch, headers) -> float:
     """`batch` concurrent clients, one request each: the server batches them dynamically."""
     body = {"input_ids": ids, "sampling_params": {"max_new_tokens": N_NEW, "temperature": 1.0,
                                                   "ignore_eos": True}}
     def one(i):
-        r = requests.post(url + "/generate", json={**body, "sampling_params": {**body["sampling_params"],
-                                                                               "sampling_seed": i}}, timeout=600)
+        sp = {**body["sampling_params"], "sampling_seed": i}
+        r = requests.post(url + "/generate", json={**body, "sampling_params": sp}, headers=headers, timeout=600)
         return len(r.json()["output_ids"])
     with ThreadPoolExecutor(batch) as ex:
         t = time.perf_counter()
@@ -58,8 +58,8 @@ def main() -> None:
     ids = tok.apply_chat_template([{"role": "user", "content": "List five shell commands for files."}],
                                   add_generation_prompt=True, tokenize=True, return_dict=False)
     with Server(typed(cfg.backend, BackendConfig), path, model_name=m.name, dtype=m.dtype) as server:
-        server_tokens_per_s(server.url, ids, 2)  # warm-up
-        rates = {b: server_tokens_per_s(server.url, ids, b) for b in (1, 8, 16)}
+        server_tokens_per_s(server.url, ids, 2, server.headers)  # warm-up
+        rates = {b: server_tokens_per_s(server.url, ids, b, server.headers) for b in (1, 8, 16)}
     base = baseline_tokens_per_s(path, ids)
     print(f"model.generate batch 1: {base:7.1f} tok/s")
     for b, r in rates.items():

@@ -9,10 +9,11 @@ then writes no `.hydra/` record into the resumed dir (`hydra.output_subdir` is
 `${nextstate.output_subdir:...}`, null then): the record of the command that started the run stays as
 it was, so a refused resume can still quote it; Hydra's run.log there is appended to.
 
-Secrets (`SECRET_KEYS`: the proxy's API key) are never written down or printed: config.yaml has
-"<set>", Hydra's `.hydra/` record has "***" in their place (`redact_secrets`), and the resume command
-leaves them out. A resumed run takes the key from NEXTSTATE_PROXY_API_KEY (or `mode.api_key=` again);
-without it, the resume is refused as a changed config."""
+Secrets (`SECRET_KEYS`: the proxy's API key, the attached servers' key) are never written down or
+printed: config.yaml has "<set>", Hydra's `.hydra/` record has "***" in their place (`redact_secrets`),
+and the resume command leaves them out. A resumed run takes the key from its environment variable
+(`SECRET_ENV`: NEXTSTATE_PROXY_API_KEY, NEXTSTATE_BACKEND_API_KEY) or the override again; without
+it, the resume is refused as a changed config."""
 from __future__ import annotations
 
 import json
@@ -25,7 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from nextstate.atomic import write_text_atomic
 
-SECRET_KEYS = ("mode.api_key",)
+SECRET_ENV = {"mode.api_key": "NEXTSTATE_PROXY_API_KEY", "backend.api_key": "NEXTSTATE_BACKEND_API_KEY"}
+SECRET_KEYS = tuple(SECRET_ENV)
 
 
 def _names_a_run(resume) -> bool:
@@ -62,17 +64,19 @@ def _differing(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
-def _sets_a_secret(override: str) -> bool:
-    return override.lstrip("+~").split("=", 1)[0] in SECRET_KEYS
+def _secret_set(override: str) -> str | None:
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key if key in SECRET_KEYS else None
 
 
 def resume_command(overrides, run_dir: Path) -> str:
     """The command that resumes `run_dir` with these overrides (less any `resume=` among them, and
-    less the secrets: it says to set NEXTSTATE_PROXY_API_KEY instead)."""
-    kept = [o for o in overrides if not o.startswith("resume=") and not _sets_a_secret(o)]
+    less the secrets: it says which environment variables to set instead)."""
+    kept = [o for o in overrides if not o.startswith("resume=") and not _secret_set(o)]
     command = shlex.join(["python", "-m", "harness.run", *kept, f"resume={run_dir}"])
-    if any(_sets_a_secret(o) for o in overrides):
-        command += "  (with NEXTSTATE_PROXY_API_KEY set to the run's API key, which is not shown)"
+    envs = list(dict.fromkeys(SECRET_ENV[k] for k in map(_secret_set, overrides) if k))
+    if envs:
+        command += f"  (with {' and '.join(envs)} set to the run's keys, which are not shown)"
     return command
 
 
@@ -150,8 +154,10 @@ def already_finished(cfg: DictConfig, run_dir: Path) -> dict | None:
 
 
 def recorded_config(cfg: DictConfig) -> dict:
-    """The resolved config as the run dir records it, with secrets (the proxy's API key) masked."""
+    """The resolved config as the run dir records it, with secrets (`SECRET_KEYS`) masked."""
     out = OmegaConf.to_container(cfg, resolve=True)
-    if out["mode"].get("api_key"):
-        out["mode"]["api_key"] = "<set>"
+    for key in SECRET_KEYS:
+        group, name = key.split(".")
+        if (out.get(group) or {}).get(name):
+            out[group][name] = "<set>"
     return out

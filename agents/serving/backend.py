@@ -1,9 +1,16 @@
 """Start, attach to and stop serving endpoints. The harness starts the embedded CPU server itself;
 on a GPU machine it launches (or attaches to) a real SGLang server kept in its own Python env.
-`serve_endpoints` does the same for several servers of one model (`replicas`, or `servers` to attach)."""
+`serve_endpoints` does the same for several servers of one model (`replicas`, or `servers` to attach).
+
+Keys: a server the harness launches requires `Authorization: Bearer <key>` on every route but
+`/health`, the key a random one made at launch (one per `serve_endpoints`, shared by its replicas) and
+handed to the server in its environment (`KEY_ENV`), never on its command line, which `ps` shows to
+every user. It is kept in memory only (HTTPPolicy, Endpoints), never in the run dir or a log. An
+attached server gets `backend.api_key` (NEXTSTATE_BACKEND_API_KEY; empty = it takes none)."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -11,7 +18,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import requests
@@ -31,6 +38,15 @@ class BackendConfig:
     startup_timeout_s: float
     extra_args: list[str]
     prefix_cache_tokens: int  # embedded: KV of recent prompts reused for shared prefixes (0 = off)
+    # the key attached servers (url, servers) require; launched ones get a random key each run
+    api_key: str = field(default="", repr=False)
+
+
+KEY_ENV = "NEXTSTATE_SERVER_API_KEY"  # the launched server reads its key here (argv is public: `ps`)
+
+
+def new_key() -> str:
+    return secrets.token_urlsafe(32)
 
 
 def default_server_threads() -> int:
@@ -58,7 +74,13 @@ def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, 
     if not cfg.python:
         raise ValueError("backend=sglang needs backend.python (its own env), or backend.url / backend.servers "
                          "to attach")
-    return [cfg.python, "-m", "sglang.launch_server", "--model-path", model_path,
+    # SGLang takes its key only as `--api-key` on the command line; this shim adds it to sys.argv inside
+    # the process (the OS's copy of argv, which `ps` reads, keeps the command without it) and runs
+    # `python -m sglang.launch_server` as it would run; the key leaves the environment of its children.
+    shim = (f"import os, runpy, sys; key = os.environ.pop({KEY_ENV!r}, ''); "
+            "sys.argv = ['sglang.launch_server', *sys.argv[1:], *(['--api-key', key] if key else [])]; "
+            "runpy.run_module('sglang.launch_server', run_name='__main__', alter_sys=True)")
+    return [cfg.python, "-c", shim, "--model-path", model_path,
             "--host", cfg.host, "--port", str(port), "--dtype", dtype]
 
 
@@ -75,6 +97,7 @@ class Server:
         self.cfg = cfg
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
+        self.api_key = cfg.api_key  # launched: the given one, else a fresh random key
         if cfg.url:
             self.url = cfg.url.rstrip("/")
             if wait:
@@ -86,9 +109,11 @@ class Server:
             raise ValueError(f"unknown backend {cfg.name!r}; choose one of {sorted(LAUNCH)}")
         cmd = LAUNCH[cfg.name](cfg, str(model_path), port, dtype, model_name)
         cmd += list(cfg.extra_args)
+        self.api_key = cfg.api_key or new_key()
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=Path(__file__).resolve().parents[2])
+                                     cwd=Path(__file__).resolve().parents[2],
+                                     env={**os.environ, KEY_ENV: self.api_key})
         if wait:
             self.wait_healthy()
 
@@ -118,6 +143,11 @@ class Server:
                 self.proc.wait()
         self.proc = None
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a request to this server carries (the key, when it takes one)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def __enter__(self):
         return self
 
@@ -137,16 +167,26 @@ def _replica_log(log_path: Path | None, i: int, replicas: int) -> Path | None:
     return log_path.with_name(f"{log_path.stem}.{i}{log_path.suffix}")
 
 
+@dataclass(frozen=True)
+class Served:
+    """The servers of one model: their URLs and the key they require ("" = none)."""
+    urls: list[str]
+    api_key: str = field(default="", repr=False)
+
+
 @contextmanager
 def serve_endpoints(cfg: BackendConfig, model_path: str | Path, *, model_name: str, dtype: str,
-                    log_path: Path | None = None) -> Iterator[list[str]]:
-    """The URLs of the servers for one model: the attached ones (`url`, `servers`), or `replicas`
+                    log_path: Path | None = None) -> Iterator[Served]:
+    """The servers for one model: the attached ones (`url`, `servers`, with `api_key`), or `replicas`
     launched ones (all launched first, then waited for: a large model loads for minutes), each on
-    its own port and stopped after. Replicas share the server's default threads (half the cores)
-    unless `threads` is set: more threads than cores slow every server down."""
+    its own port and stopped after, all requiring one fresh random key. Replicas share the server's
+    default threads (half the cores) unless `threads` is set: more threads than cores slow every
+    server down."""
     attached = attach_urls(cfg)
     if cfg.replicas < 1:
         raise ValueError(f"backend.replicas={cfg.replicas}: must be at least 1")
+    if not attached:
+        cfg = replace(cfg, api_key=new_key())  # never the attached servers' key from the environment
     with ExitStack() as stack:
         if attached:
             servers = [stack.enter_context(Server(replace(cfg, url=u), model_path, model_name=model_name,
@@ -160,7 +200,7 @@ def serve_endpoints(cfg: BackendConfig, model_path: str | Path, *, model_name: s
                        for i, port in enumerate(ports)]
             for server in servers:
                 server.wait_healthy()
-        yield [s.url for s in servers]
+        yield Served([s.url for s in servers], cfg.api_key)
 
 
 def _distinct_ports(n: int) -> list[int]:

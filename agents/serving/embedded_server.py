@@ -9,18 +9,25 @@ server, so nothing above the client knows which one runs.
   GET  /health, GET /get_model_info
   POST /v1/chat/completions       OpenAI-style chat (messages, tools, max_tokens, temperature ...)
 
+Every route but /health requires `Authorization: Bearer <key>` (401 otherwise, checked before the
+body is read) when the server has a key: the environment variable NEXTSTATE_SERVER_API_KEY at start,
+where the harness puts a random one (never on the command line: `ps` shows every user its argv).
+
 Run: python -m agents.serving.embedded_server --model-path DIR --port 30000
 """
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
+import os
 import queue
 import time
 import uuid
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from agents.serving.backend import KEY_ENV
 from agents.serving.batcher import GenerationBatcher
 from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy, seed_of, stop_strings
@@ -183,7 +190,9 @@ class Engine:
                           "total_tokens": len(prompt) + len(out["output_ids"])}}
 
 
-def make_handler(engine: Engine):
+def make_handler(engine: Engine, api_key: str = ""):
+    """The HTTP routes of `engine`; with `api_key`, all but /health require it (constant-time check)."""
+    expected = f"Bearer {api_key}".encode()
     routes_post = {"/generate": engine.generate, "/update_weights_from_disk": engine.update_weights_from_disk,
                    "/v1/chat/completions": engine.chat_completions}
 
@@ -198,10 +207,22 @@ def make_handler(engine: Engine):
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
 
+        def _authorized(self) -> bool:
+            """Checked before a body is read; a refused request's connection is closed (its body unread)."""
+            if not api_key or hmac.compare_digest(self.headers.get("Authorization", "").encode(), expected):
+                return True
+            self.close_connection = True
+            self._send(HTTPStatus.UNAUTHORIZED, {"error": {"message": "missing or wrong API key"}})
+            return False
+
         def do_GET(self):
+            if self.path != "/health" and not self._authorized():
+                return
             if self.path == "/health":
                 self._send(200, {"status": "ok"})
             elif self.path == "/get_model_info":
@@ -236,6 +257,8 @@ def make_handler(engine: Engine):
             self.wfile.write(b"data: [DONE]\n\n")
 
         def do_POST(self):
+            if not self._authorized():
+                return
             fn = routes_post.get(self.path)
             if fn is None:
                 return self._send(404, {"error": {"message": f"no route POST {self.path}"}})
@@ -284,14 +307,16 @@ def main(argv=None) -> None:
     ap.add_argument("--model-name", default="embedded")
     ap.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     a = ap.parse_args(argv)
+    api_key = os.environ.pop(KEY_ENV, "")  # out of the environment: nothing this process starts inherits it
     if a.parent_pid:
         _exit_with_parent(a.parent_pid)
     policy = TransformersPolicy.load(a.model_path, SamplingConfig(128, 1.0, 1.0, a.max_prompt_tokens),
                                      model_name=a.model_name, dtype=a.dtype, threads=a.threads)
     policy.enable_prefix_cache(a.prefix_cache_tokens)
-    server = ThreadingHTTPServer((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch)))
+    server = ThreadingHTTPServer((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch),
+                                                                 api_key))
     server.daemon_threads = True
-    print(f"[embedded-server] ready on http://{a.host}:{a.port}", flush=True)
+    print(f"[embedded-server] ready on http://{a.host}:{a.port} ({'keyed' if api_key else 'no key'})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -6,13 +6,16 @@ Token-in/token-out: prompts are templated here into ids, sent as `input_ids`, an
 
 With several endpoints each request goes to one of them (`Balancer`: least in flight, a session
 sticks to its server). A server that cannot be reached or does not answer in time leaves the
-rotation and the request goes to another; an HTTP error is the request's fault and is raised."""
+rotation and the request goes to another; an HTTP error is the request's fault and is raised.
+
+`api_key` (the servers' key, see agents/serving/backend.py) goes with every request as
+`Authorization: Bearer <key>`; it is never printed (not in a repr, an error or a log line)."""
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import requests
 
@@ -84,7 +87,7 @@ class HTTPPolicy:
     name = "http"
 
     def __init__(self, urls: str | Sequence[str], tokenizer, sampling: SamplingConfig, *, model_name: str,
-                 model_path: str | None = None, timeout_s: float = 600.0):
+                 model_path: str | None = None, timeout_s: float = 600.0, api_key: str = ""):
         self.balancer = Balancer([urls] if isinstance(urls, str) else list(urls))
         self.tokenizer = tokenizer
         self.sampling = sampling
@@ -95,6 +98,13 @@ class HTTPPolicy:
         # one connection per episode in flight (parallel=16 on the chat env): the default pool of 10
         # drops and reopens the rest, with a warning per request
         self._session.mount("http://", requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=64))
+        self._api_key = api_key
+        self._session.headers.update(self.headers)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every request carries to the servers (their key, when they take one): for direct calls."""
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     @property
     def url(self) -> str:
@@ -115,7 +125,7 @@ class HTTPPolicy:
         if self.model_path is None:
             raise ValueError("this HTTPPolicy was made without model_path=, so another process cannot load "
                              "its tokenizer; serve_policy passes it")
-        return Endpoints(self.live_urls, self.model_path, self.model_name, self.sampling)
+        return Endpoints(self.live_urls, self.model_path, self.model_name, self.sampling, self._api_key)
 
     def _send(self, url: str, route: str, body: dict, **kw) -> requests.Response:
         return self._session.post(url + route, json=body, timeout=(min(CONNECT_TIMEOUT_S, self.timeout_s),
@@ -291,10 +301,11 @@ class Endpoints:
     model_path: str
     model_name: str
     sampling: SamplingConfig
+    api_key: str = field(default="", repr=False)  # travels pickled to the actor; never in a repr
 
     def connect(self, *, timeout_s: float = 600.0) -> HTTPPolicy:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         return HTTPPolicy(list(self.urls), tokenizer, self.sampling, model_name=self.model_name,
-                          model_path=self.model_path, timeout_s=timeout_s)
+                          model_path=self.model_path, timeout_s=timeout_s, api_key=self.api_key)

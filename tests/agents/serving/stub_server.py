@@ -17,6 +17,7 @@ class StubServer:
         self.gate.set()
         self.requests: list[tuple[str, dict]] = []  # (route, body) as received
         self.weights: list[str] = []  # model paths pushed
+        self.authorizations: list[str | None] = []  # each POST's Authorization header
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -58,6 +59,7 @@ def _handler(stub: StubServer):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             stub.requests.append((self.path, body))
+            stub.authorizations.append(self.headers.get("Authorization"))
             if self.path == "/update_weights_from_disk":
                 stub.weights.append(body["model_path"])
                 return self._send(200, {"success": True, "message": "loaded", "weight_version": len(stub.weights)})

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.model
 SHORT = SamplingConfig(4, 0.0, 1.0, 2048)
 
 
-def _info(url: str) -> dict:
-    return requests.get(url + "/get_model_info", timeout=10).json()
+def _info(url: str, headers: dict) -> dict:
+    return requests.get(url + "/get_model_info", headers=headers, timeout=10).json()
 
 
 def _server_processes(urls: list[str]) -> bytes:
@@ -43,22 +43,22 @@ def test_two_replicas_start_two_embedded_servers_balance_over_them_and_both_stop
         msgs = [{"role": "user", "content": "Say hi."}]
         policy.generate([msgs], sampling=SHORT)
         policy.generate([msgs], sampling=SHORT)  # round-robin: one request each
-        seen = [_info(u)["prefix_cache"] for u in urls]
+        seen = [_info(u, policy.headers)["prefix_cache"] for u in urls]
         assert all(s["miss_tokens"] > 0 for s in seen), seen
 
         # a session stays on one server: its repeats are prefix-cache hits there, none on the other
-        before = [_info(u)["prefix_cache"]["hit_tokens"] for u in urls]
+        before = [_info(u, policy.headers)["prefix_cache"]["hit_tokens"] for u in urls]
         convo = [{"role": "user", "content": "Name a colour that the sea often has."}]
         first = policy.generate([convo], sampling=SHORT, session="ep")[0]
         for _ in range(2):
             assert policy.generate([convo], sampling=SHORT, session="ep")[0].token_ids == first.token_ids
         final = list(policy.stream(convo, sampling=SHORT, session="ep"))[-1][1]
         assert final.token_ids == first.token_ids
-        gained = [_info(u)["prefix_cache"]["hit_tokens"] - b for u, b in zip(urls, before)]
+        gained = [_info(u, policy.headers)["prefix_cache"]["hit_tokens"] - b for u, b in zip(urls, before)]
         assert sorted(g > 0 for g in gained) == [False, True], gained
 
         pushed = policy.update_weights_from_disk(policy.model_path)  # the served weights again
-        assert pushed["success"] and [_info(u)["weight_version"] for u in urls] == [1, 1]
+        assert pushed["success"] and [_info(u, policy.headers)["weight_version"] for u in urls] == [1, 1]
 
         ends = pickle.loads(pickle.dumps(policy.endpoints()))
         other = ends.connect()  # what a Ray actor does with it

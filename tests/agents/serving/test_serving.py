@@ -21,12 +21,12 @@ def served(cfg):
 
 
 def _post(policy, route, body):
-    return requests.post(policy.url + route, json=body, timeout=300)
+    return requests.post(policy.url + route, json=body, headers=policy.headers, timeout=300)
 
 
 def test_health_and_model_info(served):
     assert requests.get(served.url + "/health", timeout=10).status_code == 200
-    info = requests.get(served.url + "/get_model_info", timeout=10).json()
+    info = requests.get(served.url + "/get_model_info", headers=served.headers, timeout=10).json()
     assert info["weight_version"] == 0 and info["model_path"]
 
 
@@ -101,7 +101,7 @@ def test_chat_completions(served):
 
 
 def test_bad_requests_get_clear_errors(served):
-    r = requests.post(served.url + "/generate", data=b"{not json", timeout=10)
+    r = requests.post(served.url + "/generate", data=b"{not json", headers=served.headers, timeout=10)
     assert r.status_code == 400 and "error" in r.json()
     r = _post(served, "/generate", {"sampling_params": {}})
     assert r.status_code == 400 and "text" in r.json()["error"]["message"]
@@ -130,7 +130,7 @@ def test_update_weights_from_disk_changes_the_served_model(served, tmp_path, cfg
 
 def test_repeated_prompts_are_served_from_the_prefix_cache(served):
     def stats():
-        return requests.get(served.url + "/get_model_info", timeout=10).json()["prefix_cache"]
+        return requests.get(served.url + "/get_model_info", headers=served.headers, timeout=10).json()["prefix_cache"]
 
     ids = served.tokenizer.encode("A prompt that a GRPO group sends several times over.", add_special_tokens=False)
     body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 2, "temperature": 0}}
@@ -176,7 +176,8 @@ def test_a_streamed_reply_arrives_token_by_token_and_ends_as_the_whole_one(serve
 
 
 def _events(policy, body) -> list[dict]:
-    with requests.post(policy.url + "/generate", json=body, timeout=300, stream=True) as r:
+    with requests.post(policy.url + "/generate", json=body, headers=policy.headers, timeout=300,
+                       stream=True) as r:
         return [json.loads(line[len(b"data: "):]) for line in r.iter_lines()
                 if line.startswith(b"data: ") and line != b"data: [DONE]"]
 
@@ -235,7 +236,7 @@ def test_the_backend_preflight_passes_on_the_embedded_server_and_names_what_brea
     from agents.serving.http_policy import ServerError
     from harness.backend_check import run_checks
 
-    served_from = requests.get(served.url + "/get_model_info", timeout=10).json()["model_path"]
+    served_from = requests.get(served.url + "/get_model_info", headers=served.headers, timeout=10).json()["model_path"]
     checks = run_checks(served, weights=served_from)
     assert [(c.name, c.status) for c in checks] == [
         ("batch generate", "ok"), ("seeded replay", "ok"), ("scoring = rollout logprobs", "ok"),

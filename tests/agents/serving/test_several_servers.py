@@ -173,8 +173,8 @@ def test_the_backend_config_attaches_to_every_server_it_names_with_stub_servers(
     a, b = stubs(2)
     backend = replace(typed(cfg.backend, BackendConfig), url=a.url, servers=[b.url, a.url + "/"])
     assert attach_urls(backend) == [a.url, b.url]
-    with serve_endpoints(backend, "/models/unused", model_name="stub", dtype="float32") as urls:
-        assert urls == [a.url, b.url]
+    with serve_endpoints(backend, "/models/unused", model_name="stub", dtype="float32") as served:
+        assert served.urls == [a.url, b.url]
     assert _tag(_policy([a, b])) == 0  # attached servers are left running
 
 
