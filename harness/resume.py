@@ -101,11 +101,27 @@ def masked(text: str, cfg: DictConfig) -> str:
     return text
 
 
+def _sweep_record() -> list[Path]:
+    """A Hydra multirun's record of the whole sweep (`<sweep dir>/multirun.yaml`, written before its jobs)."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:  # not inside a Hydra app
+        return []
+    if hc.mode is None or hc.mode.name != "MULTIRUN":
+        return []
+    return [Path(hc.sweep.dir) / "multirun.yaml"]
+
+
 def redact_secrets(cfg: DictConfig, run_dir: Path) -> None:
-    """Hydra's record of the command (`<run_dir>/.hydra/*.yaml`: the overrides, the config, hydra.yaml's
-    override_dirname) with every secret's value replaced by "***"."""
+    """Hydra's records of the command (`<run_dir>/.hydra/*.yaml`: the overrides, the config, hydra.yaml's
+    override_dirname; in a sweep also `<sweep dir>/multirun.yaml`) with every secret's value replaced by
+    "***". Each job of a sweep redacts the sweep's record again (atomically; the second finds nothing)."""
     secrets = secrets_of(cfg)
-    for path in sorted((run_dir / ".hydra").glob("*.yaml")):
+    if not secrets:
+        return
+    for path in [*sorted((run_dir / ".hydra").glob("*.yaml")), *_sweep_record()]:
+        if not path.is_file():
+            continue
         text = path.read_text()
         if any(s in text for s in secrets):
             record = yaml.safe_load(text)

@@ -78,6 +78,7 @@ def _plotting_sweep(metrics: dict) -> dict:
 
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
+    redact_secrets(cfg, run_dir_of(cfg))  # first: Hydra wrote the command's record, mode.api_key=<key> and all
     run_config(cfg)
     mode = MODES.get(cfg.mode.name)
     if mode is None:
@@ -85,7 +86,6 @@ def main(cfg: DictConfig) -> dict:
     if cfg.limit is not None and cfg.mode.name != "eval":  # training reads its own eval_limit
         raise SystemExit(f"limit={cfg.limit} selects the tasks of mode=eval; use mode.eval_limit={cfg.limit}")
     run_dir = run_dir_of(cfg)
-    redact_secrets(cfg, run_dir)  # Hydra wrote the command's record, mode.api_key=<key> and all
     check_resumable(cfg, run_dir)
     if "_target_" not in cfg.agent:
         raise SystemExit(f"agent={cfg.agent.name} names no `_target_` class (conf/agent/ has one per agent)")
