@@ -36,6 +36,7 @@ class RunSpec:
     policy: Endpoints
     frozen: Endpoints | None
     with_env: bool = True  # mode=proxy has none: its steps come from live sessions
+    driver_pid: int = 0  # the run's own process (what a user signals to stop it)
 
     def parts(self):
         cfg = OmegaConf.create(self.cfg)

@@ -23,6 +23,7 @@ ones are drawn, with the same seeded schedule continuing from where it stopped).
 from __future__ import annotations
 
 import functools
+import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ def ray_loops(tr: Training, config_cls: type, *, workers: int, next_group: int, 
               rollout=Rollout, judge=Judge) -> RayLoops:
     """The loops of a run on Ray, their roles built from the run's config and servers."""
     spec = RunSpec(OmegaConf.to_container(tr.cfg, resolve=True), str(tr.run_dir), config_cls,
-                   tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None, with_env)
+                   tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None, with_env, os.getpid())
     ray_cfg = typed(tr.cfg.ray, RayConfig)
     return RayLoops(Roles(functools.partial(rollout, spec), functools.partial(judge, spec),
                           functools.partial(Trainer, spec)),

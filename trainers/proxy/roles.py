@@ -3,7 +3,6 @@
 group), and its judge reads each session's tools from the group rather than from shared memory."""
 from __future__ import annotations
 
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -25,6 +24,7 @@ class ProxyEndpoint:
         from agents.serving.transformers_policy import SamplingConfig
 
         _, self.tc, self.run_dir = spec.parts()
+        self.driver_pid = spec.driver_pid
         self.policy = spec.policy.connect()
         self.model_cfg = model_config(spec.cfg["model"])
         m = self.model_cfg
@@ -36,6 +36,7 @@ class ProxyEndpoint:
             print(f"[proxy] resumed {self.book.restored_pending} replies waiting for their next state and "
                   f"{self.book.restored_steps} steps not yet trained on", flush=True)
         self.server = ThreadingHTTPServer((self.tc.host, self.tc.port), BaseHTTPRequestHandler)
+        self.server.socket.listen(128)  # http.server's backlog of 5 reset 7 of 32 connects (benchmarks/proxy_load.py)
         self.server.daemon_threads = True
         self.proxy = None
         self._lock = threading.Lock()
@@ -47,7 +48,8 @@ class ProxyEndpoint:
         self.server.RequestHandlerClass = make_handler(self.proxy)
         threading.Thread(target=self.server.serve_forever, name="proxy-http", daemon=True).start()
         url = f"http://{tc.host}:{self.server.server_address[1]}/v1"
-        write_json_atomic(self.run_dir / "proxy.json", {"url": url, "pid": os.getppid(), "model": self.model_cfg.name})
+        write_json_atomic(self.run_dir / "proxy.json",  # pid: the run's own process, the one to signal
+                          {"url": url, "pid": self.driver_pid, "model": self.model_cfg.name})
         print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
               f"X-Session-Done); training on every {tc.batch_samples} judged replies", flush=True)
         if not tc.api_key and tc.host not in ("127.0.0.1", "localhost", "::1"):

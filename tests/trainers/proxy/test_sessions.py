@@ -108,7 +108,9 @@ def _running_proxy(tmp_path, *extra):
         while not (run_dir / "proxy.json").exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()[-3000:]
             time.sleep(0.5)
-        yield proc, json.loads((run_dir / "proxy.json").read_text())["url"]
+        served = json.loads((run_dir / "proxy.json").read_text())
+        assert served["pid"] == proc.pid  # the process to signal, not the Ray actor that serves
+        yield proc, served["url"]
     finally:
         if proc.poll() is None:
             proc.kill()
