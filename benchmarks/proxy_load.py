@@ -129,6 +129,8 @@ def main() -> None:
             rc = stop_proxy(proc)
         out = (Path(tmp) / "proxy.out").read_text()
     updates = out.count("[proxy] update ")
+    if tally.errors:  # what the proxy said about them
+        print("\n".join([line for line in out.splitlines() if "rror" in line or "Traceback" in line][-20:]))
     errors = sum(tally.errors.values())
     p50, p95 = percentile(tally.latencies, 50), percentile(tally.latencies, 95)
     print(f"{a.sessions} sessions x {a.turns} turns, max_new_tokens {a.max_new_tokens}: "

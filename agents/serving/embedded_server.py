@@ -277,6 +277,14 @@ def make_handler(engine: Engine, api_key: str = ""):
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    # http.server listens with a backlog of 5: a burst of clients (a proxy's 32 sessions, 16 parallel
+    # episodes) while the accept loop waits for the GIL would have its connections refused, and a
+    # refused connection makes HTTPPolicy drop the server from its rotation
+    request_queue_size = 128
+    daemon_threads = True
+
+
 def _exit_with_parent(pid: int) -> None:
     """A server launched by the harness must not outlive it (even after a kill -9)."""
     import os
@@ -313,9 +321,7 @@ def main(argv=None) -> None:
     policy = TransformersPolicy.load(a.model_path, SamplingConfig(128, 1.0, 1.0, a.max_prompt_tokens),
                                      model_name=a.model_name, dtype=a.dtype, threads=a.threads)
     policy.enable_prefix_cache(a.prefix_cache_tokens)
-    server = ThreadingHTTPServer((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch),
-                                                                 api_key))
-    server.daemon_threads = True
+    server = _Server((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch), api_key))
     print(f"[embedded-server] ready on http://{a.host}:{a.port} ({'keyed' if api_key else 'no key'})", flush=True)
     try:
         server.serve_forever()
