@@ -73,10 +73,32 @@ def ray_loops(tr: Training, config_cls: type, *, workers: int, next_group: int, 
                     placement=ray_cfg.placement(tr.env_cfg.name if tr.env_cfg else None))
 
 
+def reap_actor_containers(run_id: str, wait_s: float = 15.0) -> None:
+    """Remove this run's containers left by rollout actors that are gone (labelled with their pid):
+    a worker killed before it closed its envs (an OOM kill, a stop that outlasted its close) leaves
+    them behind. Only this machine's Docker: on a cluster, the next run on a node reaps its orphans."""
+    from envs.sandbox import docker_client, reap_orphans
+    from envs.sandbox.labels import PID_LABEL, RUN_LABEL, owner_alive
+
+    try:
+        client = docker_client()
+    except Exception:  # noqa: BLE001  (Docker-free envs run without a daemon)
+        return
+    deadline = time.monotonic() + wait_s
+    while True:  # a killed worker's process may take a moment to go
+        reap_orphans(client)
+        left = [c for c in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+                if owner_alive(c.labels) and c.labels.get(PID_LABEL) != str(os.getpid())]
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
 def async_main(cfg: DictConfig, run_dir: Path) -> dict:
     with ExitStack() as stack:
         tr = start_training(cfg, run_dir, stack, AsyncTrainConfig, with_trainer=False)
         tc, state = tr.tc, tr.state
+        stack.callback(reap_actor_containers, run_dir.name)  # after Ray has stopped (the stack unwinds in reverse)
         stack.enter_context(ray_session(typed(cfg.ray, RayConfig)))
         loops = ray_loops(tr, AsyncTrainConfig, workers=tc.rollout_workers or cfg.parallel,
                           next_group=state.groups_started)
