@@ -16,7 +16,15 @@ from agents.serving.http_policy import Endpoints
 from nextstate.config import model_config, typed
 from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from trainers.curriculum import max_steps_at
-from trainers.setup import feedback_of, init_path_of, judged_counts, judged_samples, load_trainer, split_tasks
+from trainers.setup import (
+    feedback_of,
+    init_path_of,
+    judged_counts,
+    judged_samples,
+    load_trainer,
+    rollout_sampling,
+    split_tasks,
+)
 from trainers.update import ppo_update
 
 
@@ -54,10 +62,7 @@ class Rollout:
         self.pool = EnvPool(make_env)
         self.train_tasks, _ = split_tasks(self.cfg, self.tc, self.pool.get().unwrapped)
         self.policy = spec.policy.connect()
-        model = model_config(self.cfg.model)
-        from agents.serving.transformers_policy import SamplingConfig
-
-        self.sampling = SamplingConfig(model.max_new_tokens, self.tc.rollout_temperature, 1.0, model.max_prompt_tokens)
+        self.sampling = rollout_sampling(model_config(self.cfg.model), self.tc)
 
     def produce(self, group_no: int, gate):
         seed, tc = self.cfg.seed, self.tc

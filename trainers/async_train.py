@@ -52,6 +52,7 @@ class AsyncTrainConfig(TrainConfig):
 def record_update(state: RunState, r: UpdateReport, loops: RayLoops) -> dict:
     """Count an update into the run's state; its log line's common fields."""
     state.iteration = r.version - 1
+    state.train_samples += r.samples
     state.dropped_stale += r.dropped_stale
     state.groups_started = loops.groups_started
     return {"iteration": r.version - 1, "version": r.version, "samples": r.samples,
@@ -61,7 +62,7 @@ def record_update(state: RunState, r: UpdateReport, loops: RayLoops) -> dict:
 
 
 def ray_loops(tr: Training, config_cls: type, *, workers: int, next_group: int, with_env: bool = True,
-              rollout=Rollout, judge=Judge) -> RayLoops:
+              rollout=Rollout, judge=Judge, rollout_options: dict | None = None) -> RayLoops:
     """The loops of a run on Ray, their roles built from the run's config and servers."""
     spec = RunSpec(OmegaConf.to_container(tr.cfg, resolve=True), str(tr.run_dir), config_cls,
                    tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None, with_env, os.getpid())
@@ -70,7 +71,8 @@ def ray_loops(tr: Training, config_cls: type, *, workers: int, next_group: int, 
                           functools.partial(Trainer, spec)),
                     workers=workers, batch_size=tr.tc.batch_samples, max_staleness=tr.tc.max_staleness,
                     version=tr.state.iteration + 1, next_group=next_group, judges=tr.tc.judge_workers,
-                    placement=ray_cfg.placement(tr.env_cfg.name if tr.env_cfg else None))
+                    placement=ray_cfg.placement(tr.env_cfg.name if tr.env_cfg else None),
+                    rollout_options=rollout_options)
 
 
 def reap_actor_containers(run_id: str, wait_s: float = 15.0) -> None:
@@ -110,7 +112,6 @@ def async_main(cfg: DictConfig, run_dir: Path) -> dict:
                 since[k] += counts[k]
 
         def on_update(r: UpdateReport) -> None:
-            state.train_samples += r.samples
             log = {**record_update(state, r, loops), "elapsed_s": round(time.monotonic() - loop_start, 2),
                    "episodes": since["episodes"], "rollout_success": since["successes"] / max(1, since["episodes"]),
                    **{k: since[k] for k in ("judge_votes", "hints_accepted", "steps")}}

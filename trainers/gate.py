@@ -125,7 +125,3 @@ class RemoteGate:
     @property
     def version(self) -> int:
         return self._state()[2]
-
-    @property
-    def waited_s(self) -> float:
-        return self._state()[3]

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from trainers.gate import GateActor, RemoteGate
 
@@ -96,6 +97,9 @@ class RoleActor:
             close()
 
 
+DIED = object()  # what `RayLoops._result` gives for a call whose actor died
+
+
 def _cause(e: RayTaskError) -> BaseException:
     """The role's own exception (an instance of its class, with Ray's traceback in its message)."""
     try:
@@ -109,7 +113,7 @@ class RayLoops:
 
     def __init__(self, roles: Roles, *, workers: int, batch_size: int, max_staleness: int, version: int = 0,
                  next_group: int = 0, judges: int = 1, placement: Placement | None = None,
-                 report_every_s: float = 60.0):
+                 report_every_s: float = 60.0, rollout_options: dict | None = None):
         if batch_size < 1 or workers < 1 or judges < 1 or max_staleness < 0:
             raise ValueError("async loops need batch_size >= 1, workers >= 1, judges >= 1 and max_staleness >= 0")
         self.roles, self.placement = roles, placement or Placement()
@@ -121,7 +125,7 @@ class RayLoops:
         self.restarts = {"rollout": 0, "judge": 0, "trainer": 0}
         self._down: set[str] = set()  # actors seen dead and not yet seen working again
         self.gate_actor = self.trainer = None
-        self.rollout_options: dict = {}  # more Ray actor options for rollout workers (e.g. max_concurrency)
+        self.rollout_options = rollout_options or {}  # more Ray actor options for rollout workers
         self.held_s = 0.0  # rollout time held at the gate during weight swaps (summed over workers)
         self.rollout_actors: list = []
         self.judge_actors: list = []
@@ -138,7 +142,9 @@ class RayLoops:
     def _start(self) -> None:
         p = self.placement
         rollout = {"resources": {p.rollout_resource: 0.001}} if p.rollout_resource else {}
-        self.gate_actor = ray.remote(GateActor).options(num_cpus=0).remote(self.version)
+        # the gate holds state no restart could rebuild: on the driver's node, which the run dies with anyway
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.gate_actor = ray.remote(GateActor).options(num_cpus=0, scheduling_strategy=here).remote(self.version)
         self.gate = RemoteGate(self.gate_actor)
         self.rollout_actors = [self._actor(self.roles.rollout, scheduling_strategy="SPREAD", **rollout,
                                            **self.rollout_options)
@@ -194,6 +200,19 @@ class RayLoops:
               f"samples; {self._groups_judged} groups judged so far gave {self._samples_judged}",
               file=sys.stderr, flush=True)
 
+    def _result(self, ref, role: str, actor):
+        """A finished call's value, or `DIED` when its actor died (counted; Ray restarts it and the
+        caller redoes the work). The role's own exception is the run's."""
+        try:
+            value = ray.get(ref)
+        except RayActorError as e:
+            self._restarted(role, actor, e)
+            return DIED
+        except RayTaskError as e:
+            raise _cause(e) from None
+        self._down.discard(actor._actor_id.hex())
+        return value
+
     def _start_update(self, batch: list[Tagged]) -> dict:
         """The trainer's update of `batch` under way (rollouts go on): what the loop follows it by."""
         return {"ref": self.trainer.call.remote("update", [t.item for t in batch], self.version + 1),
@@ -203,17 +222,12 @@ class RayLoops:
         """The next stage once the current one is done: after the update, close the gate and publish;
         after publishing, open it on the next version and return (stats, update_s, publish_s). A
         trainer that dies restarts from its checkpoint (the last update's) and redoes this update."""
-        try:
-            out = ray.get(training["ref"])
-        except RayActorError as e:
-            self._restarted("trainer", self.trainer, e)
+        out = self._result(training["ref"], "trainer", self.trainer)
+        if out is DIED:
             if training["stage"] == "publish":
                 ray.get(self.gate_actor.resume.remote(self.version))
             training.update(self._start_update(training["batch"]))
             return None
-        except RayTaskError as e:
-            raise _cause(e) from None
-        self._down.discard(self.trainer._actor_id.hex())
         now = time.monotonic()
         if training["stage"] == "update":
             ray.get(self.gate_actor.pause.remote())
@@ -295,28 +309,19 @@ class RayLoops:
                 if ref in rolling:
                     w, n = rolling.pop(ref)
                     idle_workers.append(w)
-                    try:
-                        version, group = ray.get(ref)
-                    except RayActorError as e:
-                        self._restarted("rollout", w, e)
+                    out = self._result(ref, "rollout", w)
+                    if out is DIED:
                         redo.append(n)
-                        continue
-                    except RayTaskError as e:
-                        raise _cause(e) from None
-                    self._down.discard(w._actor_id.hex())
-                    to_judge.append(Tagged(version, n, group))
+                    else:
+                        to_judge.append(Tagged(out[0], n, out[1]))
                 elif ref in judging:
                     j, t = judging.pop(ref)
                     idle_judges.append(j)
-                    try:
-                        samples, counts = ray.get(ref)
-                    except RayActorError as e:
-                        self._restarted("judge", j, e)
+                    out = self._result(ref, "judge", j)
+                    if out is DIED:
                         to_judge.appendleft(t)
                         continue
-                    except RayTaskError as e:
-                        raise _cause(e) from None
-                    self._down.discard(j._actor_id.hex())
+                    samples, counts = out
                     if on_judged:
                         on_judged(t, counts)
                     self._under_way -= 1

@@ -280,6 +280,12 @@ def fresh_state(tr: Training) -> RunState:
     return RunState(success_before=before["success_rate"], curve=[[0, before["success_rate"]]])
 
 
+def rollout_sampling(model_cfg: ModelConfig, tc: TrainConfig) -> SamplingConfig:
+    """How training rollouts sample: the mode's temperature over the whole distribution (top_p 1: the
+    PPO ratio compares whole-distribution logprobs)."""
+    return SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
+
+
 def load_trainer(cfg: DictConfig, tc: TrainConfig, model_cfg: ModelConfig, init_path: Path):
     """The trainable model and its optimizer, seeded."""
     if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
@@ -341,7 +347,7 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
         tasks.train if tasks else [], tasks.test if tasks else [], tasks.tools if tasks else {},
         policy, frozen, fb.judge, fb.hinter, fb.teacher, model, optimizer, RunState(),
         SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens),
-        SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens),
+        rollout_sampling(model_cfg, tc),
         t_start, cpu_start, init_path)
     saved = load_checkpoint(tr.state_file, model, optimizer) if with_trainer else checkpoint_state(tr.state_file)
     if saved is not None:  # resumed: the server must serve the checkpoint's weights again (the trainer's job)

@@ -181,7 +181,7 @@ def test_the_group_schedule_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from types import SimpleNamespace as N; from trainers.async_roles import group_task; "
+    code = ("from trainers.async_roles import group_task; "
             "print([group_task(3, list(range(50)), n) for n in range(20)])")
     picks = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=ROOT, env=dict(os.environ, PYTHONHASHSEED=h)).stdout

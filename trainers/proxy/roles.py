@@ -15,20 +15,18 @@ from trainers.proxy.journal import SessionJournal
 from trainers.proxy.request import special_tokens_of
 from trainers.proxy.server import Proxy
 from trainers.proxy.sessions import SessionBook
+from trainers.setup import rollout_sampling
 
 
 class ProxyEndpoint:
     """The endpoint, serving from the first `produce` on (it needs the loops' gate)."""
 
     def __init__(self, spec: RunSpec):
-        from agents.serving.transformers_policy import SamplingConfig
-
         _, self.tc, self.run_dir = spec.parts()
         self.driver_pid = spec.driver_pid
         self.policy = spec.policy.connect()
         self.model_cfg = model_config(spec.cfg["model"])
-        m = self.model_cfg
-        self.sampling = SamplingConfig(m.max_new_tokens, self.tc.rollout_temperature, 1.0, m.max_prompt_tokens)
+        self.sampling = rollout_sampling(self.model_cfg, self.tc)
         saved = checkpoint_state(self.run_dir / "checkpoint") or {}
         self.book = SessionBook(self.tc.max_sessions, SessionJournal(self.run_dir / "sessions.jsonl"),
                                 first_step=saved.get("open_from", 0))

@@ -47,8 +47,8 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
         stack.enter_context(ray_session(typed(cfg.ray, RayConfig)))
         loops = ray_loops(tr, ProxyConfig, workers=1, next_group=state.open_from, with_env=False,
-                          rollout=ProxyEndpoint, judge=ProxyJudge)
-        loops.rollout_options = {"max_concurrency": 4}  # stats and compaction while a step is awaited
+                          rollout=ProxyEndpoint, judge=ProxyJudge,
+                          rollout_options={"max_concurrency": 4})  # stats and compaction while a step is awaited
         final: dict = {}
 
         def endpoint(method: str, *args):
@@ -57,7 +57,6 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
             return ray.get(loops.rollout_actors[0].call.remote(method, *args))
 
         def on_update(r: UpdateReport) -> None:
-            state.train_samples += r.samples
             final.update(endpoint("stats"))
             log = {**record_update(state, r, loops), **final}
             state.open_from = r.open_from
