@@ -1,6 +1,6 @@
 """What streaming buys a user of `mode=proxy`: the time to the first streamed text against the time to
 the whole reply unstreamed, through the path a user sees (the `openai` client -> the proxy's HTTP
-handler -> the embedded policy server), with the same prompts, seeds and length, in one run. Also what
+server -> the embedded policy server), with the same prompts, seeds and length, in one run. Also what
 streaming costs: the streamed reply's total time against the unstreamed one. Both replies must be
 the same text (seeded sampling). Ends with one JSON line."""
 from __future__ import annotations
@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -21,7 +19,7 @@ from agents.factory import serve_policy  # noqa: E402
 from agents.serving.backend import BackendConfig  # noqa: E402
 from nextstate.config import ModelConfig, compose, typed  # noqa: E402
 from trainers.gate import Gate  # noqa: E402
-from trainers.proxy.http import make_handler  # noqa: E402
+from trainers.proxy.http import serve  # noqa: E402
 from trainers.proxy.server import Proxy  # noqa: E402
 from trainers.proxy.sessions import SessionBook  # noqa: E402
 
@@ -35,9 +33,8 @@ def main() -> None:
     model = typed(cfg.model, ModelConfig)
     with serve_policy(model, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir) as policy:
         proxy = Proxy(policy, Gate(0), SessionBook(), policy.sampling, model.name)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(proxy))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="-",
+        server = serve(proxy, "127.0.0.1", 0)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="-",
                                max_retries=0, timeout=300)
         ask = dict(model=model.name, max_tokens=MAX_TOKENS, temperature=1.0)
         client.chat.completions.create(messages=[{"role": "user", "content": "hi"}], **ask)  # warm-up
@@ -58,7 +55,7 @@ def main() -> None:
                     raise SystemExit(f"streamed and whole replies differ for {prompt!r}")
                 first_s.append(first if first is not None else streamed_s[-1])
                 tokens.append(whole.usage.completion_tokens)
-        server.shutdown()
+        server.close()
     ratio = statistics.median(w / f for w, f in zip(whole_s, first_s))
     cost = statistics.median(s / w for s, w in zip(streamed_s, whole_s))
     print(f"{len(whole_s)} replies, {statistics.mean(tokens):.0f} tokens on average (max {MAX_TOKENS})")

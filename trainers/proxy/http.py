@@ -1,107 +1,94 @@
-"""The proxy's HTTP face: routes (/health, /v1/models, /v1/chat/completions), the API key check, JSON
-bodies and server-sent event streams, and errors in OpenAI's shape. What a request means is the
-Proxy's business (trainers/proxy/server.py)."""
+"""The proxy's HTTP face: an ASGI app (starlette) with the routes /health, /v1/models and
+/v1/chat/completions, behind `Guard` (agents/serving/asgi_guard.py: the key, the body's size and
+arrival, requests in flight, all before the body is read), served by uvicorn (`serve`). JSON bodies,
+server-sent event streams and errors in OpenAI's shape. What a request means is the Proxy's business
+(trainers/proxy/server.py); its blocking work runs in a pool of threads, one per request in flight."""
 from __future__ import annotations
 
 import json
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
-from typing import Iterator, Protocol
+from typing import AsyncIterator, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from agents.serving.asgi_guard import Guard, Limits, error_body
+from agents.serving.asgi_server import (
+    BadBody,
+    ServerThread,
+    in_thread,
+    iterate_in_thread,
+    json_object,
+    listening_socket,
+    worker_pool,
+)
 
 
 class ChatService(Protocol):
-    """What the handler serves (the Proxy): a reply to a chat request, counters, the key check."""
+    """What the app serves (the Proxy): a reply to a chat request, counters, its key."""
 
     model_name: str
+    api_key: str
 
     def chat(self, body: dict, headers) -> tuple: ...
 
     def stats(self) -> dict: ...
 
-    def authorized(self, headers) -> bool: ...
-
 
 def openai_error(message: str, kind: str = "invalid_request_error") -> dict:
-    return {"error": {"message": message, "type": kind}}
+    return error_body(message, kind)
 
 
-def make_handler(proxy: ChatService):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+async def _guarded_events(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Once the headers are out, an error can only be the stream's last event."""
+    try:
+        async for event in events:
+            yield event
+    except Exception as e:
+        error = openai_error(f"{type(e).__name__}: {e}", "server_error")
+        yield f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode()
 
-        def log_message(self, *args):
-            pass
 
-        def _send(self, status: int, obj, headers: dict | None = None) -> None:
-            """A JSON body, or server-sent events as they come (the connection closes after them)."""
-            headers = {"Content-Type": "application/json", **(headers or {})}
-            if not isinstance(obj, dict):
-                return self._send_events(status, obj, headers)
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
+def make_app(proxy: ChatService, limits: Limits | None = None):
+    """The proxy's ASGI app, guarded with `proxy.api_key`."""
+    limits = limits or Limits()
+    pool = worker_pool(limits, "proxy-request")
 
-        def _refuse_unauthorized(self) -> bool:
-            if proxy.authorized(self.headers):
-                return False
-            self._send(401, openai_error("a valid API key is needed: send `Authorization: Bearer <key>`",
-                                         "invalid_api_key"))
-            return True
+    async def health(request: Request):  # open to liveness probes; counters only
+        return JSONResponse({"status": "ok", **proxy.stats()})
 
-        def _send_events(self, status: int, events: Iterator[bytes], headers: dict) -> None:
-            self.send_response(status)
-            for k, v in {**headers, "Connection": "close"}.items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.close_connection = True
-            try:
-                for event in events:
-                    self.wfile.write(event)
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client left; its reply is not recorded
-            except Exception as e:  # headers are out: the error is the last event
-                error = openai_error(f"{type(e).__name__}: {e}", "server_error")
-                self.wfile.write(f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n".encode())
-            finally:
-                events.close()  # stops the policy's stream too
+    async def models(request: Request):
+        return JSONResponse({"object": "list", "data": [{"id": proxy.model_name, "object": "model"}]})
 
-        def do_GET(self):
-            if self.path == "/health":  # open to liveness probes; counters only
-                self._send(200, {"status": "ok", **proxy.stats()})
-            elif self._refuse_unauthorized():
-                return
-            elif self.path == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": proxy.model_name, "object": "model"}]})
-            else:
-                self._send(404, openai_error(f"no route GET {self.path}"))
+    def chat(raw: bytes, headers) -> tuple:
+        try:
+            body = json_object(raw)
+        except BadBody as e:
+            return 400, openai_error(str(e)), {}
+        try:
+            return proxy.chat(body, headers)
+        except Exception as e:  # the proxy stays up; the client learns what broke
+            return 500, openai_error(f"{type(e).__name__}: {e}", "server_error"), {}
 
-        def do_POST(self):
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = -1
-            if length < 0:  # rfile.read(-1) would wait for a close that never comes
-                self.close_connection = True
-                return self._send(400, openai_error("Content-Length must be a non-negative integer"))
-            raw = self.rfile.read(length)  # read first: the connection is reused
-            if self._refuse_unauthorized():
-                return
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                return self._send(404, openai_error(f"no route POST {self.path}"))
-            try:
-                body = json.loads(raw or b"{}")
-            except (json.JSONDecodeError, ValueError) as e:
-                return self._send(400, openai_error(f"the body is not JSON: {e}"))
-            except RecursionError:
-                return self._send(400, openai_error("the body nests too deeply to read"))
-            try:
-                self._send(*proxy.chat(body, self.headers))
-            except Exception as e:  # the proxy stays up; the client learns what broke
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, openai_error(f"{type(e).__name__}: {e}", "server_error"))
+    async def completions(request: Request):
+        status, out, headers = await in_thread(pool, chat, await request.body(), request.headers)
+        if isinstance(out, dict):
+            return JSONResponse(out, status, headers)
+        return StreamingResponse(_guarded_events(iterate_in_thread(pool, out)), status, headers)
 
-    return Handler
+    async def no_route(request: Request, exc):
+        return JSONResponse(openai_error(f"no route {request.method} {request.url.path}"), exc.status_code)
+
+    app = Starlette(routes=[Route("/health", health), Route("/v1/models", models),
+                            Route("/v1/chat/completions", completions, methods=["POST"]),
+                            Route("/v1/chat/completions/", completions, methods=["POST"])],
+                    exception_handlers={404: no_route, 405: no_route})
+    return Guard(app, api_key=proxy.api_key, limits=limits)
+
+
+def serve(proxy: ChatService, host: str, port: int, limits: Limits | None = None) -> ServerThread:
+    """The proxy served from a background thread on (host, port); `.port` is the one bound (port 0: a
+    free one), `.close()` stops it. OSError when the address is taken."""
+    limits = limits or Limits()
+    return ServerThread(make_app(proxy, limits), listening_socket(host, port, limits.backlog), limits, "proxy-http")

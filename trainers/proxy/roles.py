@@ -4,13 +4,13 @@ group), and its judge reads each session's tools from the group rather than from
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from agents.serving.asgi_server import ServerThread, listening_socket
 from nextstate.atomic import write_json_atomic
 from nextstate.config import model_config
 from trainers.async_roles import Judge, RunSpec
 from trainers.checkpoint import checkpoint_state
-from trainers.proxy.http import make_handler
+from trainers.proxy.http import make_app
 from trainers.proxy.journal import SessionJournal
 from trainers.proxy.request import special_tokens_of
 from trainers.proxy.server import Proxy
@@ -33,9 +33,9 @@ class ProxyEndpoint:
         if self.book.restored_pending or self.book.restored_steps:
             print(f"[proxy] resumed {self.book.restored_pending} replies waiting for their next state and "
                   f"{self.book.restored_steps} steps not yet trained on", flush=True)
-        self.server = ThreadingHTTPServer((self.tc.host, self.tc.port), BaseHTTPRequestHandler)
-        self.server.socket.listen(128)  # http.server's backlog of 5 reset 7 of 32 connects (benchmarks/proxy_load.py)
-        self.server.daemon_threads = True
+        # bound now: the port is taken while the loops start (connections queue in its backlog)
+        self.sock = listening_socket(self.tc.host, self.tc.port, self.tc.limits().backlog)
+        self.server = None
         self.proxy = None
         self._lock = threading.Lock()
 
@@ -43,9 +43,8 @@ class ProxyEndpoint:
         tc = self.tc
         self.proxy = Proxy(self.policy, gate, self.book, self.sampling, self.model_cfg.name, tc.api_key,
                            max_tokens_cap=tc.max_tokens_cap, special_tokens=special_tokens_of(self.policy.tokenizer))
-        self.server.RequestHandlerClass = make_handler(self.proxy)
-        threading.Thread(target=self.server.serve_forever, name="proxy-http", daemon=True).start()
-        url = f"http://{tc.host}:{self.server.server_address[1]}/v1"
+        self.server = ServerThread(make_app(self.proxy, tc.limits()), self.sock, tc.limits(), "proxy-http")
+        url = f"http://{tc.host}:{self.server.port}/v1"
         write_json_atomic(self.run_dir / "proxy.json",  # pid: the run's own process, the one to signal
                           {"url": url, "pid": self.driver_pid, "model": self.model_cfg.name})
         print(f"[proxy] OpenAI-compatible endpoint at {url} (headers: X-Session-Id, X-Turn-Type: main|side, "
@@ -67,9 +66,9 @@ class ProxyEndpoint:
         self.book.compact(open_from)
 
     def close(self) -> None:
-        if self.proxy is not None:
-            self.server.shutdown()
-        self.server.server_close()
+        if self.server is not None:
+            self.server.close()
+        self.sock.close()
         (self.run_dir / "proxy.json").unlink(missing_ok=True)
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from omegaconf import DictConfig
 
+from agents.serving.asgi_server import listening_socket
 from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
 from nextstate.config import typed
 from trainers.async_train import ray_loops, record_update
@@ -36,7 +36,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
     (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
     tc = typed(cfg.mode, ProxyConfig)
     try:  # tried before the servers start: a taken port fails at once (the endpoint actor binds it)
-        ThreadingHTTPServer((tc.host, tc.port), BaseHTTPRequestHandler).server_close()
+        listening_socket(tc.host, tc.port, 1).close()
     except OSError as e:
         raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
                          "mode.port, or mode.port=0 for a free one") from None

@@ -19,12 +19,12 @@ stops (0 = until Ctrl-C). The URL is printed and written to `<run_dir>/proxy.jso
 from __future__ import annotations
 
 import functools
-import hmac
 import queue
 import threading
 from dataclasses import dataclass
 from typing import Iterator
 
+from agents.serving.asgi_guard import Limits
 from agents.serving.transformers_policy import SamplingConfig
 from nextstate.types import Trajectory
 from trainers.async_train import AsyncTrainConfig
@@ -50,6 +50,14 @@ class ProxyConfig(AsyncTrainConfig):
     max_sessions: int  # sessions kept waiting for their next message; the least recent go first
     api_key: str  # non-empty: requests must carry `Authorization: Bearer <api_key>`
     max_tokens_cap: int | None  # a request's max_tokens above it is clamped to it (None: model.max_new_tokens)
+    max_body_bytes: int  # a bigger request body is refused (413) before it is read
+    max_in_flight: int  # requests served at once (streams included); more get 503 + Retry-After
+    body_timeout_s: float  # a body must arrive within this (408)
+    idle_timeout_s: float  # a connection's next request head must arrive within this, or it is closed
+
+    def limits(self) -> Limits:
+        return Limits(max_body_bytes=self.max_body_bytes, max_in_flight=self.max_in_flight,
+                      body_timeout_s=self.body_timeout_s, idle_timeout_s=self.idle_timeout_s)
 
 
 @dataclass
@@ -189,13 +197,6 @@ class Proxy:
                 raise RuntimeError(f"the proxy's step {s.no} reached the loops as group {group_no}")
             return s.version, ([Trajectory(task_id=s.session, env_id="proxy", steps=[s.step])],
                                {s.session: self.book.tools[s.session]} if s.session in self.book.tools else {})
-
-    def authorized(self, headers) -> bool:
-        """Whether the request carries the API key (always, when none is set)."""
-        if not self.api_key:
-            return True
-        given = headers.get("Authorization") or ""
-        return hmac.compare_digest(given.encode(), f"Bearer {self.api_key}".encode())
 
     def stats(self) -> dict:
         return {"version": self.gate.version, "served": self.served, "steps_recorded": self.recorded,

@@ -4,8 +4,6 @@ wrote, and streaming clients get server-sent events. Checked with the official `
 against the proxy's real HTTP handler; the policy behind it is scripted, since the 135M model
 cannot be made to emit a chosen call (the real-model proxy run is in tests/trainers/proxy/test_sessions.py)."""
 import json
-import threading
-from http.server import ThreadingHTTPServer
 
 import openai
 import pytest
@@ -14,7 +12,7 @@ from agents.serving.transformers_policy import SamplingConfig
 from envs.toolcall.parse import scan_calls
 from nextstate.types import Generation
 from trainers.gate import Gate
-from trainers.proxy.http import make_handler
+from trainers.proxy.http import serve
 from trainers.proxy.openai_wire import BadRequest, EventStream, completion, plain_messages, shown_so_far
 from trainers.proxy.server import Proxy
 from trainers.proxy.sessions import SessionBook
@@ -124,22 +122,21 @@ def test_a_completion_closes_its_stream_with_the_rest_its_calls_and_its_finish()
 
 @pytest.fixture
 def served():
-    """The proxy's real HTTP handler on a free port, with a scripted policy behind it."""
+    """The proxy's real HTTP server on a free port, with a scripted policy behind it."""
     servers = []
 
-    def serve(policy):
-        proxy = Proxy(policy, Gate(0), SessionBook(), SamplingConfig(16, 1.0, 1.0, 512), model_name="scripted")
-        server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(proxy))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+    def start(policy, api_key=""):
+        proxy = Proxy(policy, Gate(0), SessionBook(), SamplingConfig(16, 1.0, 1.0, 512), model_name="scripted",
+                      api_key=api_key)
+        server = serve(proxy, "127.0.0.1", 0)
         servers.append(server)
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="unused",
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="unused",
                                max_retries=0, timeout=30)
         return proxy, client
 
-    yield serve
+    yield start
     for s in servers:
-        s.shutdown()
-        s.server_close()
+        s.close()
 
 
 def test_the_openai_client_runs_tool_calls_through_the_proxy_of_a_scripted_policy(served):
@@ -216,8 +213,7 @@ def test_parameters_the_proxy_cannot_honour_are_refused_not_ignored(served):
 
 
 def test_with_an_api_key_set_only_clients_that_send_it_are_served(served):
-    proxy, client = served(ScriptedPolicy("hello"))
-    proxy.api_key = "s3cret"
+    proxy, client = served(ScriptedPolicy("hello"), api_key="s3cret")
     with pytest.raises(openai.AuthenticationError, match="API key"):
         client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}])
     with pytest.raises(openai.AuthenticationError):

@@ -10,7 +10,6 @@ import stat
 import subprocess
 import sys
 import threading
-from http.server import ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +20,7 @@ from tests.paths import ROOT
 from tests.trainers.proxy.test_openai_wire import ScriptedPolicy
 from tests.trainers.proxy.test_sessions import A, U, gen
 from trainers.gate import Gate
-from trainers.proxy.http import make_handler
+from trainers.proxy.http import serve
 from trainers.proxy.request import special_tokens_of
 from trainers.proxy.server import Proxy
 from trainers.proxy.sessions import SessionBook, SessionRefused
@@ -144,13 +143,11 @@ def test_the_special_tokens_come_from_the_tokenizer():
 
 @pytest.fixture
 def http_proxy():
-    """The proxy's real HTTP handler on a free port, a scripted policy behind it."""
+    """The proxy's real HTTP server on a free port, a scripted policy behind it."""
     proxy, _ = _proxy(*["ok"] * 10)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(proxy))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield proxy, server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    server = serve(proxy, "127.0.0.1", 0)
+    yield proxy, server.port
+    server.close()
 
 
 def _post(port: int, raw: bytes, length: str | None = None) -> tuple[int, str]:
