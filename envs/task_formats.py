@@ -59,22 +59,23 @@ def load_terminal_bench(d: Path, env: str) -> Task:
 
 
 # Harbor task.toml fields this env cannot honour: reported once per run (TerminalEnv), never dropped
-# silently. Storage quotas need a storage driver with quotas (overlay2 on xfs+pquota); the sandbox
-# has no network and no GPUs; healthchecks and MCP servers are not run.
-_UNHONOURED = ("storage_mb", "storage", "gpus", "healthcheck", "mcp_servers")
+# silently. The sandbox has no network and no GPUs; healthchecks and MCP servers are not run.
+# (`storage_mb` / `storage` is the episode's sandbox.disk_limit: see TerminalEnv._limits_for.)
+_UNHONOURED = ("gpus", "healthcheck", "mcp_servers")
 
 
-def _memory_mb(envc: dict) -> int | None:
-    if envc.get("memory_mb"):
-        return int(envc["memory_mb"])
-    text = str(envc.get("memory") or "").strip().upper().removesuffix("B")
+def _size_mb(envc: dict, key: str) -> int | None:
+    """`<key>_mb` (an int), else `<key>` ("2G", "512M", or bytes), in MiB."""
+    if envc.get(f"{key}_mb"):
+        return int(envc[f"{key}_mb"])
+    text = str(envc.get(key) or "").strip().upper().removesuffix("B")
     if not text:
         return None
     units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
     try:
         return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text) // (1 << 20)
     except ValueError as e:
-        raise TaskFormatError(f"environment.memory {envc['memory']!r} is not a size") from e
+        raise TaskFormatError(f"environment.{key} {envc[key]!r} is not a size") from e
 
 
 def _env_table(meta: dict, section: str, where: Path) -> dict[str, str]:
@@ -127,7 +128,8 @@ def load_harbor(d: Path, env: str) -> Task:
             "workdir": envc.get("workdir"), "env": _env_table(meta, "environment", toml_path),
             "verifier_env": _env_table(meta, "verifier", toml_path),
             "solution_env": _env_table(meta, "solution", toml_path),
-            "cpus": float(envc["cpus"]) if envc.get("cpus") else None, "memory_mb": _memory_mb(envc),
+            "cpus": float(envc["cpus"]) if envc.get("cpus") else None, "memory_mb": _size_mb(envc, "memory"),
+            "storage_mb": _size_mb(envc, "storage"),
             "unhonoured": unhonoured,
             "agent_timeout_s": float(agent.get("timeout_sec", 600)),
             "test_timeout_s": float(verifier.get("timeout_sec", 120)),

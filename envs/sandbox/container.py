@@ -15,8 +15,10 @@ from pathlib import Path, PurePosixPath
 import docker
 import docker.errors
 import requests.exceptions
+from docker.utils import parse_bytes
 
-from envs.sandbox.disk import WAIT_FOR_SEED, disk_full, disk_note, scratch_mounts
+from envs.sandbox.disk import WAIT_FOR_SEED, disk_full, disk_note, layer_note, scratch_mounts
+from envs.sandbox.disk_watch import DiskWatch
 from envs.sandbox.errors import SandboxError
 from envs.sandbox.labels import run_labels
 from envs.sandbox.shell import PersistentShell, ShellResult
@@ -39,8 +41,10 @@ class SandboxConfig:
     async_remove: bool  # remove containers in the background so reset does not wait
     # Room for the agent's files (Docker's size suffixes: "256m"), or None for no limit: each of the
     # agent's scratch directories (`Sandbox(scratch=...)`) is a tmpfs holding the image's files plus
-    # this much, and no file anywhere grows past it (RLIMIT_FSIZE). A tmpfs lives in the container's
-    # memory: the limits of all scratch directories together should stay below `memory`.
+    # this much, and no file anywhere grows past it (RLIMIT_FSIZE); the rest of the container's
+    # filesystem holds this much of new files too (its writable layer is watched while the agent
+    # acts: envs/sandbox/disk_watch.py). A tmpfs lives in the container's memory: the limits of all
+    # scratch directories together should stay below `memory`.
     disk_limit: str | None
 
 
@@ -74,6 +78,8 @@ class Sandbox:
         self._client = client or docker_client()
         self._container = None
         self._shell: PersistentShell | None = None
+        self._disk_watch: DiskWatch | None = None
+        self._disk_kills_seen = 0
         self._closed = False
 
     def __enter__(self) -> "Sandbox":
@@ -109,6 +115,9 @@ class Sandbox:
                                               workdir=c.workdir, output_cap=c.output_cap_bytes)
             if disk.archive:
                 self._wait_for_seed()
+            if self._want_shell and c.disk_limit:
+                self._disk_watch = DiskWatch(self._layer_size, self._kill_for_disk, parse_bytes(c.disk_limit))
+                self._disk_watch.start()
         except _DOCKER_ERRORS as e:
             self.close()
             raise SandboxError(f"could not start a container from {self.image}: {e}") from e
@@ -131,12 +140,42 @@ class Sandbox:
         if self._shell is None:
             raise SandboxError("sandbox is not running")
         try:
+            killed = self._after_disk_kills()  # between the last command and this one
             r = self._shell.run(command, timeout=timeout or self.config.command_timeout_s)
+            killed = self._after_disk_kills() or killed  # while it ran
         except (*_DOCKER_ERRORS, SandboxError) as e:
             raise SandboxError(f"container {self._short_id} failed: {self._diagnose(e)}") from e
         if self.config.disk_limit and disk_full(r.output):
             r = dataclasses.replace(r, output=r.output + disk_note(self.config.disk_limit, self.scratch))
+        if killed:
+            r = dataclasses.replace(r, output=r.output + layer_note(self.config.disk_limit, self.scratch,
+                                                                   self._disk_watch.last_size),
+                                    restarted=True)
         return r
+
+    def _after_disk_kills(self) -> bool:
+        """Whether the disk watch killed every process since this was last asked (then the agent gets
+        a new shell; waits for a kill under way)."""
+        w = self._disk_watch
+        if w is None or w.settled_hits() == self._disk_kills_seen:
+            return False
+        self._disk_kills_seen = w.hits
+        self._shell.restart()
+        return True
+
+    def _layer_size(self) -> int:
+        """Bytes of the files the container added or changed on its own disk (not in its mounts)."""
+        api = self._client.api
+        res = api._result(api._get(api._url("/containers/{0}/json", self._container.id), params={"size": 1}), True)
+        return int(res.get("SizeRw") or 0)
+
+    def _kill_for_disk(self) -> None:
+        self._container.exec_run(["bash", "-c", _KILL_ALL], user="root")
+
+    def stop_disk_watch(self) -> None:
+        """The agent's turn is over (before grading: the tests' own writes are the harness's)."""
+        if self._disk_watch is not None:
+            self._disk_watch.stop()
 
     def stop_agent_shell(self) -> None:
         """Kill the agent's shell and everything it started (a root agent's leftovers could
@@ -161,6 +200,7 @@ class Sandbox:
         cannot fork); then each one is sent SIGKILL, and the container's main process (`sleep
         infinity`, the child of docker-init that started first) is let go again: its death would
         stop the container. `kill -9 -1` alone would take the main process with it."""
+        self.stop_disk_watch()
         script = _KILL_ALL + then
         try:
             self._container.exec_run(["bash", "-c", script], user="root")
@@ -292,6 +332,7 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
+        self.stop_disk_watch()
         if self._shell is not None:
             self._shell.close()
         container, self._container = self._container, None

@@ -6,7 +6,9 @@ a GB a second. So the directories an agent writes in (the terminal env's workdir
 /home) are tmpfs mounts holding the image's files plus `disk_limit`, and RLIMIT_FSIZE keeps any one
 file anywhere else (a root agent's /root, /opt) within `disk_limit` too. A write past either fails
 with ENOSPC ("No space left on device") or EFBIG/SIGXFSZ ("File size limit exceeded"): the agent's
-command fails, the agent's episode goes on, and the next state says which limit it met.
+command fails, the agent's episode goes on, and the next state says which limit it met. Many files
+elsewhere, each below the limit, are bounded by a watch on the container's writable layer
+(envs/sandbox/disk_watch.py).
 
 A tmpfs starts empty and Docker copies nothing into it (nor into a tmpfs-backed volume: tried, on
 Docker 20.10), and the daemon's `put_archive` writes beneath a tmpfs mount, not into it. So the
@@ -163,3 +165,10 @@ def disk_note(limit: str, scratch: tuple[str, ...]) -> str:
     where = f"in each of {', '.join(scratch)} and " if scratch else ""
     return (f"\n[disk limit: the sandbox holds at most {limit} of new files {where}no file larger than "
             f"{limit} (sandbox.disk_limit); delete files to make room]")
+
+
+def layer_note(limit: str, scratch: tuple[str, ...], size: int) -> str:
+    where = f" outside {', '.join(scratch)}" if scratch else ""
+    return (f"\n[disk limit: the container's filesystem{where} holds at most {limit} of new files "
+            f"(sandbox.disk_limit), and {size >> 20} MiB were written: every process in the sandbox was "
+            f"killed and a new shell started (shell variables were reset); delete files to make room]")

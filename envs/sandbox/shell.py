@@ -144,6 +144,11 @@ class PersistentShell:
         except Exception as e:  # noqa: BLE001  (only for the message)
             return f"unknown ({e})"
 
+    def restart(self) -> None:
+        """A new bash in the last cwd (the old one was killed from outside)."""
+        self.close()
+        self._start()
+
     def close(self) -> None:
         if self._sock is not None:
             try:

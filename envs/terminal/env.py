@@ -5,8 +5,9 @@ Observation: text (the instruction, then each command's next state). Action: the
 in — the agent never sees them — and run as root; the outcome (1/0, or Harbor's reward) is the last
 step's reward. Docker trouble ends the episode as an infra failure, never as reward 0. The agent's
 writable places (its workdir, /tmp, /var/tmp, /home) hold `sandbox.disk_limit` of new files each
-(envs/sandbox/disk.py); past it a command fails, its next state names the limit, and the episode
-goes on as the agent's.
+(envs/sandbox/disk.py), and so does the rest of the container's filesystem (envs/sandbox/disk_watch.py:
+past it every process is killed); past it a command fails, its next state names the limit, and the
+episode goes on as the agent's. A Harbor task's `storage_mb` is its disk limit.
 """
 from __future__ import annotations
 
@@ -140,10 +141,14 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 task.data.get("workdir") or conf.get("WorkingDir") or self.sandbox_config.workdir)
 
     def _limits_for(self, task: Task, workdir: str) -> SandboxConfig:
-        """The sandbox config with the task's own limits (Harbor `cpus`, `memory_mb`/`memory`)."""
+        """The sandbox config with the task's own limits (Harbor `cpus`, `memory_mb`/`memory`, and
+        `storage_mb`/`storage` as the disk limit: each scratch mount, and the rest of the container's
+        filesystem, holds that much of new files)."""
         c = dataclasses.replace(self.sandbox_config, workdir=workdir)
         if task.data.get("memory_mb"):
             c = dataclasses.replace(c, memory=f"{task.data['memory_mb']}m")
+        if task.data.get("storage_mb"):
+            c = dataclasses.replace(c, disk_limit=f"{task.data['storage_mb']}m")
         if task.data.get("cpus"):  # no more than the daemon has: Docker refuses a larger quota
             if self._host_cpus is None:
                 self._host_cpus = float(self._docker().info()["NCPU"])
@@ -271,6 +276,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         t0 = time.monotonic()
         task, sb = self.task, self._sandbox
         clean = "rm -rf /tests /logs/verifier"
+        sb.stop_disk_watch()  # what the tests write is the harness's
         try:
             tampered = self._toolchain_tampering(sb)
             if not tampered and self._agent_root:

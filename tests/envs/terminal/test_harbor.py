@@ -2,6 +2,8 @@
 exercise one field of task.toml, and the two `broken-*` ones must each be one infra-failure row while
 the rest of the suite runs. The first tests need no Docker; the rest drive real containers."""
 import dataclasses
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -54,7 +56,7 @@ def test_harbor_fields_are_read():
     assert load_task_dir(SUITE_DIR / "harbor-image-user").data["run_as"] is None  # the image's user
     limits = load_task_dir(SUITE_DIR / "harbor-limits").data
     assert (limits["cpus"], limits["memory_mb"]) == (0.5, 384)
-    assert limits["unhonoured"] == ["environment.storage_mb"]
+    assert limits["unhonoured"] == [] and limits["storage_mb"] == 2048
     image = load_task_dir(SUITE_DIR / "harbor-docker-image").data
     assert image["docker_image"] == "nextstate/terminal:latest" and image["workdir"] == "/srv/work"
     assert image["env"] == {"GREETING": "hello from $HOME's \"env\""}
@@ -139,7 +141,7 @@ def test_the_oracle_passes_every_valid_fixture_through_the_cli(tmp_path, harness
     # one warning for the task that did not load, one for the image that did not build
     assert "1 of 10 terminal tasks did not load" in p.stderr and "broken-malformed-toml: " in p.stderr
     assert "1 of 9 terminal tasks have no image" in p.stderr and "broken-image-build: " in p.stderr
-    assert "environment.storage_mb not honoured" in p.stderr
+    assert "not honoured" not in p.stderr  # storage_mb (harbor-limits) is the task's disk limit
     print(f"fixture suite through the CLI: {took:.1f} s for {len(trajs)} tasks")
 
 
@@ -150,6 +152,29 @@ def test_noop_fails_the_fixtures(env, terminal_config, task_id):
     """The fixtures' tests are real: doing nothing scores 0."""
     traj = run_episode(env, NoopAgent(), env._by_id[task_id], terminal_config.system_prompt)
     assert not traj.infra_failure and traj.outcome == 0.0, traj.infra_reason
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("field", ["storage_mb = 16", 'storage = "16M"'])
+def test_storage_mb_is_the_tasks_disk_limit(tmp_path, terminal_config, sandbox_config, terminal_image, field):
+    """Harbor's [environment].storage_mb (or `storage`) is the episode's sandbox.disk_limit: writing
+    64 MiB stops at 16 MiB, and the next state names the limit. Before: ignored, with a warning."""
+    d = tmp_path / "small-disk"
+    shutil.copytree(SUITE_DIR / "hello-harbor", d)
+    with (d / "task.toml").open("a") as f:
+        f.write(f"\n[environment]\n{field}\n")
+    task = load_task_dir(d)
+    assert task.data["storage_mb"] == 16 and task.data["unhonoured"] == []
+    e = TerminalEnv(terminal_config, sandbox_config, tasks=[task], run_id="pytest-harbor-storage")
+    try:
+        traj = run_episode(e, ReplayAgent(["```bash\ndd if=/dev/zero of=/tmp/fill bs=1M count=64; du -m /tmp/fill\n```",
+                                           "DONE"]), task, terminal_config.system_prompt)
+    finally:
+        e.close()
+    text = traj.steps[0].next_state.text
+    written = re.search(r"^(\d+)\s+/tmp/fill$", text, re.M)
+    assert written and int(written.group(1)) <= 17 and "disk limit" in text and "16m" in text, text
+    assert not traj.infra_failure and traj.outcome == 0.0
 
 
 @pytest.mark.docker

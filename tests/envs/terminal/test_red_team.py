@@ -275,6 +275,43 @@ def test_filling_the_disk_stops_at_the_limit_with_a_clear_error(small_disk_env, 
     assert traj.terminated and traj.outcome == 0.0 and not traj.infra_failure
 
 
+def _new_mib(text: str) -> int:
+    m = re.search(r"^new (\d+)$", text, re.M)
+    assert m, text
+    return int(m.group(1)) >> 20
+
+
+COUNT_NEW = "echo new $(cat /opt/fill* 2>/dev/null | wc -c)"
+
+
+def test_many_files_each_below_the_limit_cannot_fill_the_containers_disk(small_disk_env, terminal_config):
+    """A root agent writes 4 MiB files into /opt (on the container's own disk, not a scratch mount;
+    each file is under RLIMIT_FSIZE). Before: all 50 landed (200 MiB against a 16m limit). After:
+    the writable layer is watched; past the limit every process is killed, the command's next state
+    names the limit, and the episode goes on as the agent's: deleting files makes room again."""
+    writer = "for i in $(seq 1 50); do head -c 4M /dev/zero > /opt/fill$i; sleep 0.05; done"
+    traj = play(small_disk_env, terminal_config, AS_ROOT, writer, COUNT_NEW,
+                "rm -f /opt/fill*; head -c 1M /dev/zero > /opt/fill-small && echo room again")
+    first, count, again = (s.next_state.text for s in traj.steps[:3])
+    assert "disk limit" in first and "16m" in first, first
+    assert _new_mib(count) <= 16 + 48, count  # the limit, plus what a poll interval lets through
+    assert "room again" in again and "disk limit" not in again, again
+    assert traj.terminated and traj.outcome == 0.0 and not traj.infra_failure
+
+
+def test_a_background_writer_is_stopped_between_commands(small_disk_env, terminal_config):
+    """The same files written by a detached loop that outlives its command: it is killed too, and the
+    agent's next command says why."""
+    writer = ("setsid nohup sh -c 'for i in $(seq 1 50); do head -c 4M /dev/zero > /opt/fill$i; sleep 0.05; done' "
+              ">/dev/null 2>&1 & echo started")
+    traj = play(small_disk_env, terminal_config, AS_ROOT, writer, "sleep 4", COUNT_NEW)
+    texts = [s.next_state.text for s in traj.steps[:3]]
+    assert "started" in texts[0]
+    assert any("disk limit" in t for t in texts[1:]), texts
+    assert _new_mib(texts[2]) <= 16 + 48, texts[2]
+    assert not traj.infra_failure
+
+
 def test_the_workdir_keeps_its_files_owner_and_mode(small_disk_env, terminal_config):
     """The size-limited workdir and home start with the image's files, as the agent's."""
     traj = play(small_disk_env, terminal_config, HARBOR_NESTED, "stat -c '%U %a %n' . ~ /tmp; ls -A")

@@ -1,0 +1,81 @@
+"""The disk limit outside the scratch mounts: the container's writable layer is watched.
+
+The scratch mounts (envs/sandbox/disk.py) hold `disk_limit` each, and RLIMIT_FSIZE keeps any one file
+elsewhere within it; but a root agent could still write many files, each below the limit, anywhere
+else (/opt, /root, /usr): all of it on the host's disk. Docker's own quota (`--storage-opt size=`)
+needs overlay2 on xfs with project quotas, which a laptop or a CI runner rarely has; a read-only
+root filesystem would make every task that installs something (`apt-get`, `pip install`: Harbor
+tasks do) unsolvable, and the harness itself puts the tests there.
+
+So the container's writable layer is measured (the daemon's `SizeRw`: the bytes of the files the
+container added or changed; ~3 ms a call) every `interval` seconds while the agent acts, and once
+more at the end of each command. Past `disk_limit`, every process in the container but its main one
+is killed (`kill_all.sh`: a writer the agent detached from its shell goes too), the agent's shell is
+started afresh, and the command's next state names the limit. The episode goes on as the agent's:
+deleting files makes room again. Once over the limit, nothing may grow (the ceiling is the lowest
+size seen since), so a writer restarted over the limit is stopped at the next look.
+
+What it costs and what it lets through: one inspect call per interval per container; what a writer
+can add within one interval (at 1 GB/s and 0.2 s, ~200 MB) lands before it is stopped. It counts bytes,
+not files: empty files and directories (inodes) are not counted. The watch stops before grading
+(the tests' own writes are the harness's).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+INTERVAL_S = 0.2
+_SLACK = 1 << 20  # over the limit, a log line's growth is not yet a writer
+
+
+class DiskWatch:
+    """Calls `kill()` when `size()` (bytes) goes past `limit`, or past the lowest size seen since it
+    last did; `hits` counts the kills. `check()` looks once (from any thread); the background thread
+    looks every `interval` s until `stop()`."""
+
+    def __init__(self, size: Callable[[], int], kill: Callable[[], None], limit: int,
+                 interval: float = INTERVAL_S):
+        self._size, self._kill, self.limit, self.interval = size, kill, limit, interval
+        self.hits = 0
+        self.last_size = 0
+        self._ceiling = limit
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="nextstate-disk-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Idempotent; returns once no kill is under way (one may have been, when it was called)."""
+        self._stopped.set()
+        with self._lock:
+            pass
+
+    def settled_hits(self) -> int:
+        """`hits`, once no kill is under way."""
+        with self._lock:
+            return self.hits
+
+    def check(self) -> bool:
+        """One look; True when it killed."""
+        with self._lock:
+            if self._stopped.is_set():
+                return False
+            size = self.last_size = self._size()
+            over = self._ceiling > self.limit
+            if size <= self._ceiling + (_SLACK if over else 0):
+                self._ceiling = max(self.limit, min(self._ceiling, size))
+                return False
+            self._kill()
+            self.hits += 1
+            self._ceiling = max(self.limit, self._size())
+            return True
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval):
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001  the container is gone or the daemon with it: exec says so
+                return
