@@ -3,6 +3,7 @@ code or its reward must fail. Each test drives a real episode in Docker with scr
 attack must not succeed."""
 import dataclasses
 import re
+import shutil
 import threading
 import time
 
@@ -163,6 +164,51 @@ def test_a_reward_planted_in_a_writable_logs_dir_is_not_read(env, terminal_confi
         infos.append(info)
     assert infos[1]["next_state"].text.strip() == "1"  # planted, and the agent's loop still runs as grading starts
     assert terminated and reward == 0.0, info.get("test_output")
+
+
+# -- 3c. the boundary: what test.sh itself runs is the verifier (Harbor's semantics) -----------------
+def verifier_runs_the_agents_program(tmp_path, after_reward: str):
+    """A Harbor task whose test.sh runs the agent's /app/answer.sh, writes the reward from its answer,
+    then runs `after_reward` (a clean-up step, as many test.sh files have)."""
+    d = tmp_path / "runs-answer"
+    shutil.copytree(FIXTURES / "harbor" / "hello-harbor", d)
+    (d / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nmkdir -p /logs/verifier\nout=$(bash /app/answer.sh < /dev/null)\n"
+        "if [ \"$out\" = 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n" + after_reward + "\n")
+    return load_task_dir(d)
+
+
+def run_answer(cfg, sandbox_config, task, answer: str):
+    e = TerminalEnv(cfg, sandbox_config, tasks=[task], run_id="pytest-red-team-verifier-runs")
+    try:
+        write = f"cat > /app/answer.sh <<'__EOF__'\n{answer}\n__EOF__"
+        return play(e, cfg, task, write)
+    finally:
+        e.close()
+
+
+def test_a_reward_the_agents_program_writes_is_overwritten_by_the_verdict(tmp_path, terminal_config,
+                                                                          sandbox_config):
+    """The agent's program, run by test.sh, writes reward 1 and answers wrong: test.sh's own verdict,
+    written after the program returned, is what is read."""
+    task = verifier_runs_the_agents_program(tmp_path, "true")
+    traj = run_answer(terminal_config, sandbox_config, task, "echo 1 > /logs/verifier/reward.txt; echo 41")
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+def test_boundary_a_process_the_verifier_started_can_rewrite_the_reward(tmp_path, terminal_config,
+                                                                       sandbox_config):
+    """THE OPEN BOUNDARY (README, "Reward integrity"): code test.sh runs is the verifier, with its user
+    and its files, as under Harbor. The agent's program leaves a process that waits for test.sh's
+    verdict and replaces it: reward 1.0 for a wrong answer. No place the verifier can write is out of
+    its children's reach, in this container or a fresh one; only a task whose tests do not run the
+    agent's code as the verifier is safe from this. If this test fails, the boundary moved: update the
+    README."""
+    task = verifier_runs_the_agents_program(tmp_path, "sleep 1")
+    daemon = ("setsid nohup sh -c 'until [ \"$(cat /logs/verifier/reward.txt 2>/dev/null)\" = 0 ]; do sleep 0.01; "
+              "done; echo 1 > /logs/verifier/reward.txt' > /dev/null 2>&1 < /dev/null & echo 41")
+    traj = run_answer(terminal_config, sandbox_config, task, daemon)
+    assert traj.outcome == 1.0, traj.info.get("test_output")
 
 
 # -- 4. a root agent cannot rewrite what grades it ---------------------------------------------------
