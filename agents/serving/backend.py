@@ -38,6 +38,7 @@ class BackendConfig:
     startup_timeout_s: float
     extra_args: list[str]
     prefix_cache_tokens: int  # embedded: KV of recent prompts reused for shared prefixes (0 = off)
+    request_deadline_s: float | None  # embedded: a reply ends (finish reason "length") this long after its request
     # the key attached servers (url, servers) require; launched ones get a random key each run
     api_key: str = field(default="", repr=False)
 
@@ -67,7 +68,8 @@ def _embedded_command(cfg: BackendConfig, model_path: str, port: int, dtype: str
             "--host", cfg.host, "--port", str(port), "--dtype", dtype, "--model-name", model_name,
             "--max-batch", str(cfg.max_batch), "--parent-pid", str(os.getpid()),
             "--threads", str(cfg.threads or default_server_threads()),
-            "--prefix-cache-tokens", str(cfg.prefix_cache_tokens)]
+            "--prefix-cache-tokens", str(cfg.prefix_cache_tokens),
+            "--request-deadline-s", str(cfg.request_deadline_s or 0)]
 
 
 def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, model_name: str) -> list[str]:

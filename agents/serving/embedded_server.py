@@ -9,26 +9,45 @@ server, so nothing above the client knows which one runs.
   GET  /health, GET /get_model_info
   POST /v1/chat/completions       OpenAI-style chat (messages, tools, max_tokens, temperature ...)
 
-Every route but /health requires `Authorization: Bearer <key>` (401 otherwise, checked before the
-body is read) when the server has a key: the environment variable NEXTSTATE_SERVER_API_KEY at start,
+Served by uvicorn behind `Guard` (agents/serving/asgi_guard.py): every route but /health requires
+`Authorization: Bearer <key>` (401 otherwise, checked before the body is read) when the server has a
+key: the environment variable NEXTSTATE_SERVER_API_KEY at start,
 where the harness puts a random one (never on the command line: `ps` shows every user its argv).
+
+Fair generation (agents/serving/batcher.py): a long reply is preempted between decoding steps so short
+ones are not held behind it; `max_new_tokens` is clamped to what the model's context leaves after the
+prompt (a prompt that fills the context is a 400); every reply ends by `--request-deadline-s` after its
+request came (finish reason "length").
 
 Run: python -m agents.serving.embedded_server --model-path DIR --port 30000
 """
 from __future__ import annotations
 
 import argparse
-import hmac
 import json
+import math
 import os
 import queue
 import time
 import uuid
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from agents.serving.asgi_guard import Guard, Limits
+from agents.serving.asgi_server import (
+    BadBody,
+    in_thread,
+    iterate_in_thread,
+    json_object,
+    listening_socket,
+    serve_forever,
+    worker_pool,
+)
 from agents.serving.backend import KEY_ENV
-from agents.serving.batcher import GenerationBatcher
+from agents.serving.batcher import DEFAULT_DEADLINE_S, GenerationBatcher
 from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy, seed_of, stop_strings
 
@@ -37,21 +56,43 @@ class BadRequest(ValueError):
     pass
 
 
+def _finite(sp: dict, key: str, default: float) -> float:
+    value = sp.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{key} must be a finite number, got {value!r}")
+    return float(value)
+
+
 class Engine:
     """What the HTTP layer calls; also usable in-process."""
 
-    def __init__(self, policy: TransformersPolicy, model_path: str, max_batch: int = 16):
+    def __init__(self, policy: TransformersPolicy, model_path: str, max_batch: int = 16,
+                 deadline_s: float | None = DEFAULT_DEADLINE_S):
         self.policy = policy
         self.model_path = model_path
-        self.batcher = GenerationBatcher(policy, max_batch=max_batch)
+        self.batcher = GenerationBatcher(policy, max_batch=max_batch, deadline_s=deadline_s)
         self.weight_version = 0
+        # prompt + reply must fit the model's positions: max_new_tokens beyond that is clamped
+        self.context_tokens = int(getattr(policy.model.config, "max_position_embeddings", 0) or 2**31)
 
-    def _sampling(self, sp: dict) -> SamplingConfig:
+    def _sampling(self, sp: dict, prompt_len: int) -> SamplingConfig:
+        """A prompt's sampling, its numbers checked; max_new_tokens clamped to what the context leaves."""
         try:
-            return SamplingConfig(int(sp.get("max_new_tokens", 128)), float(sp.get("temperature", 1.0)),
-                                  float(sp.get("top_p", 1.0)), self.policy.sampling.max_prompt_tokens,
+            max_new = sp.get("max_new_tokens", 128)
+            if isinstance(max_new, float) and max_new.is_integer():
+                max_new = int(max_new)
+            if isinstance(max_new, bool) or not isinstance(max_new, int) or max_new < 0:
+                raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new!r}")
+            temperature, top_p = _finite(sp, "temperature", 1.0), _finite(sp, "top_p", 1.0)
+            if temperature < 0 or not 0 < top_p <= 1:
+                raise ValueError(f"temperature must be >= 0 and top_p in (0, 1], got {temperature}, {top_p}")
+            room = self.context_tokens - prompt_len
+            if max_new > 0 and room <= 0:
+                raise ValueError(f"the prompt has {prompt_len} tokens: the model's context ({self.context_tokens}) "
+                                 "leaves no room for a reply")
+            return SamplingConfig(min(max_new, room), temperature, top_p, self.policy.sampling.max_prompt_tokens,
                                   bool(sp.get("ignore_eos", False)), stop_strings(sp.get("stop")))
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             raise BadRequest(f"bad sampling_params: {e}") from e
 
     def _request(self, body: dict):
@@ -74,7 +115,8 @@ class Engine:
         per_prompt = sp if isinstance(sp, list) else [sp] * len(batch)  # SGLang: one dict, or one per prompt
         if len(per_prompt) != len(batch) or not all(isinstance(x, dict) for x in per_prompt):
             raise BadRequest(f"sampling_params: one object, or a list of {len(batch)} (one per prompt)")
-        return batch, single, [self._sampling(x) for x in per_prompt], [self._seed(x) for x in per_prompt]
+        samplings = [self._sampling(x, len(p)) for x, p in zip(per_prompt, batch)]
+        return batch, single, samplings, [self._seed(x) for x in per_prompt]
 
     @staticmethod
     def _seed(sp: dict) -> int | None:
@@ -162,7 +204,7 @@ class Engine:
         if not path:
             raise BadRequest("give `model_path`")
         t0 = time.monotonic()
-        with self.batcher.locked():
+        with self.batcher.drained():  # no reply is sampled from two versions of the weights
             self.policy.load_weights(path)
             self.model_path = path
             self.weight_version += 1
@@ -190,99 +232,65 @@ class Engine:
                           "total_tokens": len(prompt) + len(out["output_ids"])}}
 
 
-def make_handler(engine: Engine, api_key: str = ""):
-    """The HTTP routes of `engine`; with `api_key`, all but /health require it (constant-time check)."""
-    expected = f"Bearer {api_key}".encode()
+def make_app(engine: Engine, api_key: str = "", limits: Limits | None = None):
+    """The HTTP routes of `engine` (starlette), behind `Guard`: with `api_key`, all but /health require it
+    (constant-time, before the body is read); bodies and requests in flight bounded by `limits`."""
+    limits = limits or Limits()
+    pool = worker_pool(limits, "embedded-request")
     routes_post = {"/generate": engine.generate, "/update_weights_from_disk": engine.update_weights_from_disk,
                    "/v1/chat/completions": engine.chat_completions}
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": {"message": message}}, status)
 
-        def log_message(self, *args):  # quiet: the harness has its own progress output
-            pass
+    async def health(request: Request):
+        return JSONResponse({"status": "ok"})
 
-        def _send(self, status: int, obj) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(data)
+    async def model_info(request: Request):
+        pc = engine.policy.prefix_cache
+        return JSONResponse({"model_path": engine.model_path, "weight_version": engine.weight_version,
+                             "is_generation": True, "context_tokens": engine.context_tokens,
+                             "prefix_cache": None if pc is None else {
+                                 "hit_tokens": pc.hit_tokens, "miss_tokens": pc.miss_tokens,
+                                 "entries": len(pc), "tokens": pc.tokens, "max_tokens": pc.max_tokens}})
 
-        def _authorized(self) -> bool:
-            """Checked before a body is read; a refused request's connection is closed (its body unread)."""
-            if not api_key or hmac.compare_digest(self.headers.get("Authorization", "").encode(), expected):
-                return True
-            self.close_connection = True
-            self._send(HTTPStatus.UNAUTHORIZED, {"error": {"message": "missing or wrong API key"}})
-            return False
+    def call(route: str, raw: bytes):
+        """(status, JSON reply or a stream of chunks) of one POST, run in a worker thread."""
+        try:
+            body = json_object(raw)
+            if route == "/generate" and body.get("stream"):
+                return 200, engine.generate_stream(body)
+            return 200, routes_post[route](body)
+        except (BadBody, BadRequest) as e:
+            return 400, {"error": {"message": str(e)}}
+        except Exception as e:  # the server stays up; the caller learns what broke
+            return 500, {"error": {"message": f"{type(e).__name__}: {e}"}}
 
-        def do_GET(self):
-            if self.path != "/health" and not self._authorized():
-                return
-            if self.path == "/health":
-                self._send(200, {"status": "ok"})
-            elif self.path == "/get_model_info":
-                pc = engine.policy.prefix_cache
-                self._send(200, {"model_path": engine.model_path, "weight_version": engine.weight_version,
-                                 "is_generation": True,
-                                 "prefix_cache": None if pc is None else {
-                                     "hit_tokens": pc.hit_tokens, "miss_tokens": pc.miss_tokens,
-                                     "entries": len(pc), "tokens": pc.tokens, "max_tokens": pc.max_tokens}})
-            else:
-                self._send(404, {"error": {"message": f"no route GET {self.path}"}})
+    async def post(request: Request):
+        status, out = await in_thread(pool, call, request.url.path, await request.body())
+        if isinstance(out, (dict, list)):
+            return JSONResponse(out, status)
+        return StreamingResponse(_events(iterate_in_thread(pool, out)), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
-        def _stream(self, chunks) -> None:
-            """Server-sent events, one per chunk, then `[DONE]`; the connection closes after them."""
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            try:
-                for chunk in chunks:
-                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                return  # the client left (the rest of its reply is still sampled, then dropped)
-            except Exception as e:  # headers are sent: the error becomes the last event
-                error = {"error": {"message": f"{type(e).__name__}: {e}"}}
-                self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
-            finally:
-                chunks.close()
-            self.wfile.write(b"data: [DONE]\n\n")
+    async def no_route(request: Request, exc):
+        return error(exc.status_code, f"no route {request.method} {request.url.path}")
 
-        def do_POST(self):
-            if not self._authorized():
-                return
-            fn = routes_post.get(self.path)
-            if fn is None:
-                return self._send(404, {"error": {"message": f"no route POST {self.path}"}})
-            try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if not isinstance(body, dict):
-                    raise BadRequest("the body must be a JSON object")
-                if self.path == "/generate" and body.get("stream"):
-                    return self._stream(engine.generate_stream(body))
-                self._send(200, fn(body))
-            except (json.JSONDecodeError, BadRequest) as e:
-                self._send(HTTPStatus.BAD_REQUEST, {"error": {"message": str(e)}})
-            except Exception as e:  # the server stays up; the caller learns what broke
-                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": {"message": f"{type(e).__name__}: {e}"}})
-
-    return Handler
+    app = Starlette(routes=[Route("/health", health), Route("/get_model_info", model_info),
+                            *(Route(path, post, methods=["POST"]) for path in routes_post)],
+                    exception_handlers={404: no_route, 405: no_route})
+    return Guard(app, api_key=api_key, limits=limits)
 
 
-class _Server(ThreadingHTTPServer):
-    # http.server listens with a backlog of 5: a burst of clients (a proxy's 32 sessions, 16 parallel
-    # episodes) while the accept loop waits for the GIL would have its connections refused, and a
-    # refused connection makes HTTPPolicy drop the server from its rotation
-    request_queue_size = 128
-    daemon_threads = True
+async def _events(chunks):
+    """Server-sent events, one per chunk, then `[DONE]`; an error after the headers is the last event.
+    A client that leaves stops the stream (the rest of its reply is still sampled, then dropped)."""
+    try:
+        async for chunk in chunks:
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+    except Exception as e:
+        yield f"data: {json.dumps({'error': {'message': f'{type(e).__name__}: {e}'}})}\n\n".encode()
+    yield b"data: [DONE]\n\n"
 
 
 def _exit_with_parent(pid: int) -> None:
@@ -314,6 +322,10 @@ def main(argv=None) -> None:
     ap.add_argument("--max-prompt-tokens", type=int, default=4096)
     ap.add_argument("--model-name", default="embedded")
     ap.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    ap.add_argument("--request-deadline-s", type=float, default=DEFAULT_DEADLINE_S,
+                    help="a reply ends (finish reason 'length') this long after its request came; 0 = never")
+    ap.add_argument("--max-in-flight", type=int, default=256, help="requests served at once; more get 503")
+    ap.add_argument("--max-body-bytes", type=int, default=64 * 2**20, help="bigger request bodies get 413")
     a = ap.parse_args(argv)
     api_key = os.environ.pop(KEY_ENV, "")  # out of the environment: nothing this process starts inherits it
     if a.parent_pid:
@@ -321,12 +333,14 @@ def main(argv=None) -> None:
     policy = TransformersPolicy.load(a.model_path, SamplingConfig(128, 1.0, 1.0, a.max_prompt_tokens),
                                      model_name=a.model_name, dtype=a.dtype, threads=a.threads)
     policy.enable_prefix_cache(a.prefix_cache_tokens)
-    server = _Server((a.host, a.port), make_handler(Engine(policy, a.model_path, a.max_batch), api_key))
+    # the proxy's sessions and the rollouts' episodes are served at once: a burst must queue, not be
+    # refused (HTTPPolicy drops a server it cannot reach from its rotation); the harness's clients keep
+    # their connections open between requests, so the idle timeout is long
+    limits = Limits(max_body_bytes=a.max_body_bytes, max_in_flight=a.max_in_flight, idle_timeout_s=300.0)
+    sock = listening_socket(a.host, a.port, limits.backlog)
+    engine = Engine(policy, a.model_path, a.max_batch, a.request_deadline_s or None)
     print(f"[embedded-server] ready on http://{a.host}:{a.port} ({'keyed' if api_key else 'no key'})", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    serve_forever(make_app(engine, api_key, limits), sock, limits)
 
 
 if __name__ == "__main__":

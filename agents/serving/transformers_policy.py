@@ -146,18 +146,25 @@ class TransformersPolicy:
 
     @torch.inference_mode()
     def sample_ids(self, prompts: list[list[int]], sampling: SamplingConfig | None = None,
-                   seeds: list[int | None] | None = None,
-                   on_token: Callable[[int, int], None] | None = None) -> list[tuple[list[int], list[float], str]]:
+                   seeds: list[int | torch.Generator | None] | None = None,
+                   on_token: Callable[[int, int], None] | None = None, *, limits: list[int] | None = None,
+                   preempt: Callable[[], bool] | None = None) -> list[tuple[list[int], list[float], str | None]]:
         """Batched sampling with a KV cache and left padding. The recorded logprob is the one of
         the distribution actually sampled from (logits / temperature; raw logits when greedy).
         A row with a seed draws from its own generator, so its sample does not depend on what else
-        is in the batch or on earlier requests (resumed runs take the same next step).
-        `on_token(row, token_id)` hears each kept token as it is sampled (for streaming)."""
+        is in the batch or on earlier requests (resumed runs take the same next step); a generator
+        given instead of a seed goes on from where it is (a reply sampled in several calls).
+        `on_token(row, token_id)` hears each kept token as it is sampled (for streaming).
+        `limits`: each row's own max_new_tokens (default: the sampling's). `preempt()`, asked after
+        each step, may end the call early: the rows not yet finished then have finish reason None
+        (the batcher carries them on in a later call, agents/serving/batcher.py)."""
         s = sampling or self.sampling
-        gens = [torch.Generator().manual_seed(int(sd)) if sd is not None else self.generator
+        gens = [sd if isinstance(sd, torch.Generator) else
+                torch.Generator().manual_seed(int(sd)) if sd is not None else self.generator
                 for sd in (seeds or [None] * len(prompts))]
         batch = len(prompts)
-        if s.max_new_tokens <= 0:
+        limits = limits or [s.max_new_tokens] * batch
+        if max(limits) <= 0:
             return [([], [], "length") for _ in prompts]
         unique = [list(u) for u in dict.fromkeys(map(tuple, prompts))]  # a GRPO group: one prompt G times
         input_ids, attn, positions, past = self._prefill_inputs(unique)
@@ -172,28 +179,35 @@ class TransformersPolicy:
         next_pos = positions[:, -1:] + 1
         tokens: list[list[int]] = [[] for _ in range(batch)]
         logprobs: list[list[float]] = [[] for _ in range(batch)]
-        done = torch.zeros(batch, dtype=torch.bool)
+        finish: list[str | None] = [None if n > 0 else "length" for n in limits]
+        done = torch.tensor([f is not None for f in finish])
         stop = torch.tensor(sorted(self.stop_ids))
-        for _ in range(s.max_new_tokens):
+        for _ in range(max(limits)):
             chosen, chosen_lp = self._pick(logits, s, gens)
             stopped = torch.zeros_like(done) if s.ignore_eos else torch.isin(chosen, stop)
             for i in range(batch):
-                if not done[i] and not stopped[i]:
-                    tokens[i].append(int(chosen[i]))
-                    logprobs[i].append(float(chosen_lp[i]))
-                    if on_token is not None:
-                        on_token(i, tokens[i][-1])
-                    if s.stop and self._says_stop(tokens[i], s.stop):
-                        stopped[i] = True
+                if done[i]:
+                    continue
+                if stopped[i]:
+                    finish[i] = "stop"
+                    continue
+                tokens[i].append(int(chosen[i]))
+                logprobs[i].append(float(chosen_lp[i]))
+                if on_token is not None:
+                    on_token(i, tokens[i][-1])
+                if s.stop and self._says_stop(tokens[i], s.stop):
+                    stopped[i], finish[i] = True, "stop"
+                elif len(tokens[i]) >= limits[i]:
+                    stopped[i], finish[i] = True, "length"
             done |= stopped
-            if bool(done.all()):
+            if bool(done.all()) or (preempt is not None and preempt()):
                 break
             attn = torch.cat([attn, torch.ones((batch, 1), dtype=torch.long)], dim=1)
             out = self.model(input_ids=chosen[:, None], attention_mask=attn, position_ids=next_pos,
                              cache=past, use_cache=True)
             past, logits = out.cache, out.logits[:, -1].float()
             next_pos = next_pos + 1
-        return [(tokens[i], logprobs[i], "stop" if done[i] else "length") for i in range(batch)]
+        return [(tokens[i], logprobs[i], finish[i]) for i in range(batch)]
 
     def _says_stop(self, ids: list[int], stop: tuple[str, ...]) -> bool:
         """Whether the reply so far contains a stop string (decoded whole: a string may span tokens,
