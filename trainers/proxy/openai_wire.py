@@ -1,6 +1,7 @@
 """The OpenAI chat-completions wire format, in and out of NextState's own convention (for the proxy).
 
-In: messages as OpenAI clients send them become role/content strings for the chat template. An
+In: messages as OpenAI clients send them (checked by the schema, trainers/proxy/request.py) become
+role/content strings for the chat template. An
 assistant message's `tool_calls` become `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
 blocks in its content, the convention the policy writes and the tool-call env trains, so the model
 reads its earlier calls the way it made them. Tool results keep the role `tool`.
@@ -16,43 +17,21 @@ back what may turn into a stop string or a tool call); otherwise whole, in one c
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 
 from envs.toolcall.parse import ToolCall, scan_calls
 from nextstate.types import Generation
+from trainers.proxy.request import BadRequest, ChatRequest, Message, parse_messages
+from trainers.proxy.request import ToolCall as OpenAIToolCall
+
+__all__ = ["BadRequest", "EventStream", "completion", "plain_messages", "refuse_what_cannot_be_honoured",
+           "shown_so_far", "until_stop"]
 
 
-class BadRequest(ValueError):
-    """A request the proxy cannot read (answered with HTTP 400 and this message)."""
-
-
-ROLE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,31}")  # a word: a newline or a token in a role would start a turn
-
-
-def text_of(content, where: str = "content") -> str:
-    """A message's text: OpenAI content is a string or a list of parts (text parts are kept)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [(i, p.get("text", "")) for i, p in enumerate(content)
-                 if isinstance(p, dict) and p.get("type", "text") == "text"]
-        for i, text in texts:
-            if not isinstance(text, str):
-                raise BadRequest(f"{where}[{i}].text must be a string, got {type(text).__name__}")
-        return "".join(text for _, text in texts)
-    raise BadRequest(f"message content must be a string or a list of parts, got {type(content).__name__}")
-
-
-def _call_block(call, where: str) -> str:
+def _call_block(call: OpenAIToolCall, where: str) -> str:
     """One OpenAI tool call (`{"function": {"name", "arguments": "<JSON text>"}}`) as a `<tool_call>` block."""
-    fn = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-        raise BadRequest(f"{where} must be an object with function.name")
-    arguments = fn.get("arguments") or "{}"
+    arguments = call.function.arguments or "{}"
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
@@ -62,58 +41,40 @@ def _call_block(call, where: str) -> str:
             raise BadRequest(f"{where}: function.arguments nests too deeply") from None
     if not isinstance(arguments, dict):
         raise BadRequest(f"{where}: function.arguments must be a JSON object")
-    return ToolCall(fn["name"], arguments).render()
+    return ToolCall(call.function.name, arguments).render()
 
 
-def plain_messages(messages) -> list[dict[str, str]]:
-    """The request's messages as role/content strings, or `BadRequest` saying what is wrong."""
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("`messages` must be a non-empty list")
+def plain_messages(messages: list[Message] | list) -> list[dict[str, str]]:
+    """The request's messages (checked by the schema, trainers/proxy/request.py; raw ones are checked
+    here) as role/content strings, or `BadRequest` saying what is wrong."""
+    if not (isinstance(messages, list) and messages and all(isinstance(m, Message) for m in messages)):
+        messages = parse_messages(messages)
     out = []
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise BadRequest(f"messages[{i}] must be an object with a string `role`")
-        if not ROLE.fullmatch(m["role"]):
-            raise BadRequest(f"messages[{i}].role must be a word (user, assistant, system, tool ...), "
-                             f"got {m['role'][:40]!r}")
-        text = text_of(m.get("content"), f"messages[{i}].content")
-        calls = m.get("tool_calls") or []
-        if not isinstance(calls, list):
-            raise BadRequest(f"messages[{i}].tool_calls must be a list")
-        blocks = [_call_block(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(calls)]
-        out.append({"role": m["role"], "content": "\n".join([text, *blocks] if text else blocks)})
+        text = m.text()
+        blocks = [_call_block(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(m.tool_calls or [])]
+        out.append({"role": m.role, "content": "\n".join([text, *blocks] if text else blocks)})
     return out
 
 
-def refuse_what_cannot_be_honoured(body: dict) -> None:
+def refuse_what_cannot_be_honoured(req: ChatRequest) -> None:
     """A 400 for a parameter that would change the reply in a way the proxy cannot carry out, rather
     than a reply that silently ignores it (a client asking for JSON mode would get free text). Such
     parameters at their defaults, and ones that do not change the reply (`user`, `metadata`,
     `parallel_tool_calls` ...), pass."""
-    n = body.get("n")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, float)) or n != 1):
-        raise BadRequest(f"n must be 1: the proxy samples one reply per request (got {n!r})")
-    fmt = body.get("response_format")
-    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
+    if req.n is not None and req.n != 1:
+        raise BadRequest(f"n must be 1: the proxy samples one reply per request (got {req.n!r})")
+    if req.response_format is not None and req.response_format.get("type") != "text":
         raise BadRequest("response_format: the proxy samples free text only (no JSON mode or schema)")
-    choice = body.get("tool_choice")
-    if choice is not None and choice not in ("auto", "none"):
+    if req.tool_choice is not None and req.tool_choice not in ("auto", "none"):
         raise BadRequest("tool_choice: only \"auto\" and \"none\"; the proxy cannot force a call")
-    if body.get("logprobs") or body.get("top_logprobs"):
+    if req.logprobs or req.top_logprobs:
         raise BadRequest("logprobs: the proxy does not return them (the trainer keeps them for itself)")
     for name in ("frequency_penalty", "presence_penalty"):
-        if body.get(name):
+        if getattr(req, name):
             raise BadRequest(f"{name}: not supported; leave it at 0")
-    if body.get("logit_bias"):
+    if req.logit_bias:
         raise BadRequest("logit_bias: not supported")
-
-
-def offered_tools(body: dict) -> list[dict] | None:
-    """The request's `tools` (None when it has none), checked to be a list of objects."""
-    tools = body.get("tools") or None
-    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
-        raise BadRequest("`tools` must be a list of tool objects")
-    return tools
 
 
 def until_stop(text: str, stop: tuple[str, ...]) -> str:

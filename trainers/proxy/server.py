@@ -34,12 +34,11 @@ from trainers.proxy.openai_wire import (
     BadRequest,
     EventStream,
     completion,
-    offered_tools,
     plain_messages,
     refuse_what_cannot_be_honoured,
     shown_so_far,
 )
-from trainers.proxy.request import check_shape, sampling_of, seed_of, stream_of
+from trainers.proxy.request import parse_request
 from trainers.proxy.sessions import SessionBook, SessionRefused, turn_type_of
 
 
@@ -117,8 +116,6 @@ class Proxy:
 
     def chat(self, body, headers) -> tuple[int, dict | Iterator[bytes], dict]:
         """(HTTP status, JSON body or server-sent events, extra headers) for one chat-completions request."""
-        if not isinstance(body, dict):
-            return 400, openai_error("the body must be a JSON object"), {}
         if not self.gate.is_open:
             return 503, openai_error("the policy's weights are being updated; retry in a moment", "unavailable"), \
                 {"Retry-After": "1"}
@@ -146,16 +143,14 @@ class Proxy:
         return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), out
 
     def _request(self, body: dict, headers) -> _Request:
-        check_shape(body, self.special_tokens)
-        refuse_what_cannot_be_honoured(body)
-        tools = offered_tools(body)
-        stream, include_usage = stream_of(body)
+        req = parse_request(body, self.special_tokens)
+        refuse_what_cannot_be_honoured(req)
         return _Request(headers.get("X-Session-Id") or None, turn_type_of(headers.get("X-Turn-Type")),
                         _truthy(headers.get("X-Session-Done")), headers.get("X-Session-Token") or None,
-                        plain_messages(body.get("messages")), tools,
-                        sampling_of(body, self.sampling, self.max_tokens_cap or self.sampling.max_new_tokens),
-                        seed_of(body), stream,
-                        bool(tools) and body.get("tool_choice") != "none", include_usage)
+                        plain_messages(req.messages), req.tools or None,
+                        req.sampling(self.sampling, self.max_tokens_cap or self.sampling.max_new_tokens),
+                        req.seed, bool(req.stream), bool(req.tools) and req.tool_choice != "none",
+                        req.include_usage)
 
     def _streamed(self, req: _Request, version: int, token: str | None) -> Iterator[bytes]:
         """The reply's events as the policy server samples it. The step is recorded once the reply is

@@ -80,7 +80,8 @@ def test_the_history_reads_back_as_the_calls_the_policy_wrote():
     no_text = plain_messages([{"role": "assistant", "content": None, "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": ""}}]}])
     assert scan_calls(no_text[0]["content"]) == ([("f", {})], "", None)
-    for bad, why in (([{"role": "assistant", "tool_calls": [{"function": {}}]}], r"tool_calls\[0\] must be an object"),
+    for bad, why in (([{"role": "assistant", "tool_calls": [{"function": {}}]}],
+                      r"tool_calls\[0\]\.function\.name is required"),
                      ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{x"}}]}],
                       "not JSON"),
                      ([{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}],
@@ -239,7 +240,8 @@ def test_stop_strings_reach_the_policy_and_end_the_text_the_client_reads(served)
     assert policy.sampling.stop == ("\n",) and policy.seeds is None
     # the step keeps the whole sampled text: its tokens are what the policy said
     assert proxy.book.steps.get_nowait().step.action_text.endswith("more")
-    for bad, why in (({"stop": [""]}, "stop must be"), ({"stop": 3}, "stop must be"), ({"seed": "x"}, "seed must be")):
+    for bad, why in (({"stop": [""]}, r"stop\[0\] must be a non-empty string"), ({"stop": 3}, "stop must be"),
+                     ({"seed": "x"}, "seed must be")):
         with pytest.raises(openai.BadRequestError, match=why):
             client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "q"}], **bad)
 

@@ -74,7 +74,7 @@ def test_messages_are_read_as_openai_sends_them_or_refused_with_a_reason():
     assert plain_messages([{"role": "user", "content": [{"type": "text", "text": "hi "}, {"type": "image_url"},
                                                         {"type": "text", "text": "there"}]}]) == [U("hi there")]
     assert plain_messages([{"role": "assistant", "content": None}]) == [A("")]
-    for bad, why in (([], "non-empty"), ("hi", "non-empty"), ([{"content": "x"}], "role"),
+    for bad, why in (([], "non-empty"), ("hi", "must be a list"), ([{"content": "x"}], "role"),
                      ([{"role": "user", "content": 3}], "string")):
         with pytest.raises(BadRequest, match=why):
             plain_messages(bad)
