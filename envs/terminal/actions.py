@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_FENCE = re.compile(r"```[ \t]*(?:bash|sh|shell|console|zsh)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# Every fenced block, whatever its language, so that one block's closing fence is never read as the
+# next one's opening (a ```bash block after a ```python one was dropped); only shell blocks are run.
+_FENCE = re.compile(r"```[ \t]*([^\s`]*)[^\n`]*\n(.*?)```", re.DOTALL)
+_SHELL = {"", "bash", "sh", "shell", "console", "zsh"}
 _DONE = re.compile(r"^\s*DONE\s*\.?\s*$", re.MULTILINE)
 
 
@@ -36,7 +39,9 @@ def parse_action(reply: str, done_token: str = "DONE") -> ParsedAction:
         return ParsedAction(error="the reply is not readable text (binary or control characters)")
     done_re = _DONE if done_token == "DONE" else re.compile(
         rf"^\s*{re.escape(done_token)}\s*\.?\s*$", re.MULTILINE)
-    blocks = [b.strip("\n") for b in _FENCE.findall(reply)]
+    fenced = _FENCE.findall(reply)
+    blocks = [b.strip("\n") for lang, b in fenced if lang.lower() in _SHELL]
+    others = sorted({lang for lang, _ in fenced if lang.lower() not in _SHELL})
     outside = _FENCE.sub("", reply)
     done = bool(done_re.search(outside))
     command = "\n".join(b for b in blocks if b.strip()) or None
@@ -45,6 +50,7 @@ def parse_action(reply: str, done_token: str = "DONE") -> ParsedAction:
         if len(lines) == 1 and "```" not in lines[0]:
             command = lines[0].strip().strip("`").strip() or None
         if command is None:
-            return ParsedAction(error="no command found: put one command in a ```bash block, "
+            skipped = f" (only bash blocks are run, not {', '.join(others)})" if others else ""
+            return ParsedAction(error=f"no command found{skipped}: put one command in a ```bash block, "
                                       f"or reply {done_token} on its own line when the task is finished")
     return ParsedAction(command=command, done=done)
