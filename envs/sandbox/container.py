@@ -102,18 +102,16 @@ class Sandbox:
                            nano_cpus=int(c.cpus * 1e9), pids_limit=c.pids_limit, labels=run_labels(self.run_id),
                            working_dir=c.workdir, stop_signal="SIGKILL", environment=self.environment,
                            tmpfs=disk.tmpfs or None, ulimits=disk.ulimits or None)
-            if disk.archive:  # the image's files go into the scratch mounts as the container starts
-                self._container = self._client.containers.create(self.image, disk.main_command(), user="root",
-                                                                 **options)
-                self._container.put_archive("/", disk.archive)
-                self._container.start()
+            if disk.image:  # the image's files go into the scratch mounts as the container starts
+                self._container = self._client.containers.run(disk.image, disk.main_command(), user="root",
+                                                              detach=True, **options)
             else:
                 self._container = self._client.containers.run(self.image, ["sleep", "infinity"], detach=True,
                                                               **options)
             if self._want_shell:
                 self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,
                                               workdir=c.workdir, output_cap=c.output_cap_bytes)
-            if disk.archive:
+            if disk.image:
                 self._wait_for_seed()
             if self._want_shell and c.disk_limit:
                 self._disk_watch = DiskWatch(self._layer_size, self._kill_for_disk, parse_bytes(c.disk_limit))

@@ -13,15 +13,18 @@ elsewhere, each below the limit, are bounded by a watch on the container's writa
 A tmpfs starts empty and Docker copies nothing into it (nor into a tmpfs-backed volume: tried, on
 Docker 20.10), and the daemon's `put_archive` writes beneath a tmpfs mount, not into it. So the
 image's files in each directory are read once per image (from a created, never started
-container), put in a staging directory of the created container, and copied into the mounts by the
-container's main process (as root, `cp -a`, before it becomes `sleep infinity`) while the agent's
-shell starts; the shell's first command waits for the copies (no extra `docker exec`: a reset
-costs ~0.1 s less). The mount itself takes the directory's owner and mode. A directory whose files
+container) and staged once, in an image made from it (`nextstate-seeded/...`: the image plus
+/.nextstate-seed/<i>/); each container of that image has them copied into its mounts by its main
+process (as root, `cp -a`, before it becomes `sleep infinity`) while the agent's shell starts, and
+the shell's first command waits for the copies. Neither costs a reset an API call: no `docker exec`
+(~0.1 s), no `put_archive` into the created container (~0.1 s under load: the daemon mounts and
+unmounts its filesystem for it). The mount itself takes the directory's owner and mode. A directory whose files
 alone exceed the limit is left on the container's disk (a tmpfs of its size would take as much
 memory).
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import posixpath
 import tarfile
@@ -35,6 +38,7 @@ from docker.utils import parse_bytes
 from envs.sandbox.errors import SandboxError
 
 _STAGE = ".nextstate-seed"
+_SEEDED = "nextstate-seeded"  # the repository of the images holding the staged files
 _PAGE = 4096
 _FULL = ("No space left on device", "File size limit exceeded", "File too large", "Disk quota exceeded")
 
@@ -54,21 +58,23 @@ class _Dir:
 @dataclass(frozen=True)
 class ScratchMounts:
     """What `Sandbox.start` needs for the scratch directories: Docker's tmpfs and ulimit options, and
-    (when the image has files there) the archive to put in before the container starts, with the
-    main command that copies it into the mounts and then becomes `sleep infinity`."""
+    (when the image has files there) the image to start instead, holding them staged, with the main
+    command that copies them into the mounts and then becomes `sleep infinity`."""
     tmpfs: dict[str, str] = field(default_factory=dict)  # path -> Docker's tmpfs options
     ulimits: list = field(default_factory=list)
-    archive: bytes = b""  # the image's files of each directory, staged under /.nextstate-seed/<i>/
+    image: str | None = None  # the image plus its files of each directory, under /.nextstate-seed/<i>/
     copies: str = ""  # the shell commands copying them into place
 
     def main_command(self) -> list[str]:
         """The container's main process: as root, the copies, then `exec sleep infinity` (the same
-        pid: still the main process Sandbox.kill_all_processes spares). A failed copy leaves a mark."""
-        return ["sh", "-c", f"{{ {self.copies}; }} || touch /{_STAGE}.failed; rm -rf /{_STAGE}; exec sleep infinity"]
+        pid: still the main process Sandbox.kill_all_processes spares). It leaves a mark either way."""
+        return ["sh", "-c", f"{{ {self.copies}; }} && touch /{_STAGE}.done || touch /{_STAGE}.failed; "
+                            "exec sleep infinity"]
 
 
 # Run in the agent's shell before its first command (the copies run beside the shell's start).
-WAIT_FOR_SEED = f"while [ -e /{_STAGE} ]; do sleep 0.005; done; [ ! -e /{_STAGE}.failed ]"
+WAIT_FOR_SEED = (f"until [ -e /{_STAGE}.done ] || [ -e /{_STAGE}.failed ]; do sleep 0.005; done; "
+                 f"[ -e /{_STAGE}.done ]")
 _MOUNTS: dict[tuple, ScratchMounts] = {}  # (image id, paths, limit) -> the mounts
 
 
@@ -104,21 +110,44 @@ def _mounts(client: docker.DockerClient, image: str, paths: tuple[str, ...], lim
             tmpfs[path] = f"size={room + d.size},exec,mode={d.mode:o},uid={d.uid},gid={d.gid}"
             if d.tar:
                 seeds[path] = d
+    if not seeds:
+        return ScratchMounts(tmpfs, [docker.types.Ulimit(name="fsize", soft=room, hard=room)])
     buf = io.BytesIO()
-    if seeds:
-        with tarfile.open(fileobj=buf, mode="w") as out:
-            for i, d in enumerate(seeds.values()):
-                top = tarfile.TarInfo(f"{_STAGE}/{i}")  # `cp -a dir/.` gives the target dir its attributes
-                top.type, top.uid, top.gid, top.mode = tarfile.DIRTYPE, d.uid, d.gid, d.mode
-                out.addfile(top)
-                with tarfile.open(fileobj=io.BytesIO(d.tar)) as src:
-                    for m in src.getmembers():
-                        m.name = f"{_STAGE}/{i}/{m.name}"
-                        if m.islnk():
-                            m.linkname = f"{_STAGE}/{i}/{m.linkname}"
-                        out.addfile(m, src.extractfile(m) if m.isfile() else None)
+    with tarfile.open(fileobj=buf, mode="w") as out:
+        for i, d in enumerate(seeds.values()):
+            top = tarfile.TarInfo(f"{_STAGE}/{i}")  # `cp -a dir/.` gives the target dir its attributes
+            top.type, top.uid, top.gid, top.mode = tarfile.DIRTYPE, d.uid, d.gid, d.mode
+            out.addfile(top)
+            with tarfile.open(fileobj=io.BytesIO(d.tar)) as src:
+                for m in src.getmembers():
+                    m.name = f"{_STAGE}/{i}/{m.name}"
+                    if m.islnk():
+                        m.linkname = f"{_STAGE}/{i}/{m.linkname}"
+                    out.addfile(m, src.extractfile(m) if m.isfile() else None)
     copies = " && ".join(f"cp -a /{_STAGE}/{i}/. {_quote(p)}/" for i, p in enumerate(seeds))
-    return ScratchMounts(tmpfs, [docker.types.Ulimit(name="fsize", soft=room, hard=room)], buf.getvalue(), copies)
+    return ScratchMounts(tmpfs, [docker.types.Ulimit(name="fsize", soft=room, hard=room)],
+                         _seeded_image(client, image, buf.getvalue()), copies)
+
+
+def _seeded_image(client: docker.DockerClient, image: str, archive: bytes) -> str:
+    """`image` with `archive` in it (made once: its tag is a hash of both)."""
+    try:
+        digest = hashlib.sha256(client.images.get(image).id.encode() + archive).hexdigest()[:16]
+        tag = f"{_SEEDED}:{digest}"
+        try:
+            client.images.get(tag)
+            return tag
+        except docker.errors.ImageNotFound:
+            pass
+        c = client.containers.create(image, ["true"])
+        try:
+            c.put_archive("/", archive)
+            c.commit(_SEEDED, digest)
+        finally:
+            c.remove(force=True)
+        return tag
+    except (docker.errors.DockerException, OSError) as e:
+        raise SandboxError(f"could not stage the scratch directories' files of {image}: {e}") from e
 
 
 def _image_dir(client: docker.DockerClient, image: str, path: str) -> _Dir | None:

@@ -145,7 +145,8 @@ def test_a_loop_of_the_verifiers_own_user_cannot_write_the_reward(env, terminal_
     """The agent runs as the (non-root) [verifier].user: /logs/verifier, made theirs for the verifier,
     was writable by the loop the agent left running. Before: reward 1.0 for a task not done."""
     traj = play(env, terminal_config, VERIFIER_AS_AGENT, REWARD_WRITER, "sleep 0.3; pgrep -c -f 'while true'")
-    assert traj.steps[1].next_state.text.strip() == "1", traj.steps[1].next_state.text  # it was running
+    # it was running (2 while the loop has forked a `sleep` that has not yet exec'd: seen once under load)
+    assert traj.steps[1].next_state.text.strip() in ("1", "2"), traj.steps[1].next_state.text
     assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
 
 
