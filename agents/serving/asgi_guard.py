@@ -4,6 +4,7 @@ the body's size, how long the body takes to arrive, and how many requests are in
 behind it, so neither reads an unauthenticated or oversized body into memory.
 
 In this order, each refusal answered at once and the connection closed (its body is never read):
+- headers over `max_head_bytes` together (431: h11 bounds only a head that arrives in pieces);
 - the key: with one set, every path but the open ones (/health) needs `Authorization: Bearer <key>`,
   compared in constant time (401);
 - `Content-Length` over `max_body_bytes` (413); a malformed one is refused by h11 itself (400);
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 class Limits:
     """A server's bounds on what one request may hold of it (conf/mode/proxy.yaml, conf/backend/*.yaml)."""
     max_body_bytes: int = 8 * 2**20  # a long agent history with tools is a few hundred KB
+    max_head_bytes: int = 32 * 2**10  # the request's headers together (h11 holds an incomplete head to 16 KB)
     max_in_flight: int = 64  # requests being served at once (streams included); more get 503 + Retry-After
     body_timeout_s: float = 30.0  # the whole body must arrive within this, once the head is in
     idle_timeout_s: float = 75.0  # a connection's next request head must be complete within this
@@ -68,7 +70,7 @@ class Guard:
         if scope["type"] != "http" or scope["path"] in self.open_paths:
             return await self.app(scope, receive, send)
         try:
-            self._check_head(dict(scope["headers"]))
+            self._check_head(scope["headers"])
         except _Refused as e:
             return await self._refuse(send, e)
         self.in_flight += 1
@@ -82,7 +84,11 @@ class Guard:
         finally:
             self.in_flight -= 1
 
-    def _check_head(self, headers: dict[bytes, bytes]) -> None:
+    def _check_head(self, raw: list[tuple[bytes, bytes]]) -> None:
+        if sum(len(k) + len(v) for k, v in raw) > self.limits.max_head_bytes:
+            raise _Refused(431, f"the request's headers are over {self.limits.max_head_bytes} bytes",
+                           "request_too_large")
+        headers = dict(raw)
         if self._expected and not hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
             raise _Refused(401, "a valid API key is needed: send `Authorization: Bearer <key>`", "invalid_api_key")
         length = headers.get(b"content-length")

@@ -108,6 +108,8 @@ def test_a_client_that_lies_about_its_length_or_never_finishes_its_head_is_cut_o
     assert time.monotonic() - t0 < 5
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # an idle connection, no byte at all
         assert s.recv(65536) == b""
+    huge_head = _head(len(Q)).replace("Host: x\r\n", "Host: x\r\nX-Pad: " + "a" * 100_000 + "\r\n")
+    assert _status(_exchange(port, huge_head, Q)[0]) == 431  # headers are at most 32 KB together
     for length in ("-1", "x", "1e3"):  # a malformed length is a 400, never a read that waits forever
         assert _status(_exchange(port, _head(length))[0]) == 400  # type: ignore[arg-type]
     assert proxy.served == 0
