@@ -242,7 +242,7 @@ class KillWhileTestsRun:
 
     def __init__(self, sandbox, container, delay: float):
         self.real, self.container, self.delay = sandbox.run, container, delay
-        self.timer = self.killed_at = self.returned_at = None
+        self.timer = self.killed_at = self.started_at = self.returned_at = None
 
     def kill(self) -> None:
         self.killed_at = time.monotonic()
@@ -252,9 +252,10 @@ class KillWhileTestsRun:
             pass  # already gone
 
     def __call__(self, command: str, *args, **kw):
-        if "run-tests.sh" not in command:
+        if not command.startswith(("bash /tests/run-tests.sh", "bash /tests/test.sh")):
             return self.real(command, *args, **kw)
         self.timer = threading.Timer(self.delay, self.kill)
+        self.started_at = time.monotonic()
         self.timer.start()
         try:
             return self.real(command, *args, **kw)
@@ -269,26 +270,44 @@ class KillWhileTestsRun:
         return self.killed_at is not None and self.killed_at < self.returned_at - 0.1
 
 
-def test_a_container_killed_during_grading_is_an_infra_failure_not_a_failed_task(env, docker):
-    """`docker kill` while the tests run ends the exec (126, 137) a moment before the container's state
-    says it stopped; before the fix every such kill was filed as the agent's failed task."""
-    env.reset(options={"task_id": AS_AGENT.task_id})
+def kills_during_grading(env, docker, task) -> list[tuple]:
+    """(share, infra?, test exit code) for each kill that landed while `task`'s tests ran."""
+    env.reset(options={"task_id": task.task_id})
     sandbox = env.unwrapped._sandbox
     sandbox.run = timing = KillWhileTestsRun(sandbox, None, delay=1e9)  # an unkilled grading, timed
-    started = time.monotonic()
     env.step("DONE")
     timing.timer.cancel()
-    took = timing.returned_at - started
+    took = timing.returned_at - timing.started_at
     landed = []
     for share in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6):  # kills at different moments while the tests run
-        env.reset(options={"task_id": AS_AGENT.task_id})
+        env.reset(options={"task_id": task.task_id})
         sandbox = env.unwrapped._sandbox
         container = docker.containers.get(sandbox.container_id)
         sandbox.run = killer = KillWhileTestsRun(sandbox, container, delay=share * took)
         obs, reward, terminated, truncated, info = env.step("DONE")
         if killer.landed:
             landed.append((share, bool(info.get("infra_failure")), info.get("test_exit_code")))
-    assert landed, f"no kill landed while the tests ran (grading took {took:.2f} s): the test proved nothing"
+    assert landed, f"no kill landed while the tests ran (they took {took:.2f} s): the test proved nothing"
+    return landed
+
+
+def test_a_container_killed_during_grading_is_an_infra_failure_not_a_failed_task(env, docker):
+    """`docker kill` while the tests run ends the exec (126, 137) a moment before the container's state
+    says it stopped; before the fix every such kill was filed as the agent's failed task (5 of 9)."""
+    landed = kills_during_grading(env, docker, AS_AGENT)
+    assert all(infra for _, infra, _ in landed), landed
+
+
+def test_a_container_killed_while_a_harbor_verifier_runs_is_an_infra_failure(tmp_path, terminal_config,
+                                                                             sandbox_config, docker):
+    """The same for Harbor's test.sh (a verifier that takes a second), whose reward file is then read
+    from a dead container."""
+    task = verifier_runs_the_agents_program(tmp_path, "sleep 1")
+    e = TerminalEnv(terminal_config, sandbox_config, tasks=[task], run_id="pytest-red-team-kill-harbor")
+    try:
+        landed = kills_during_grading(e, docker, task)
+    finally:
+        e.close()
     assert all(infra for _, infra, _ in landed), landed
 
 
