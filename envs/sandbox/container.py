@@ -330,7 +330,8 @@ class Sandbox:
         if self._closed:
             return
         self._closed = True
-        self.stop_disk_watch()
+        if self._disk_watch is not None:  # (not waiting: a look may hang as long as the daemon does)
+            self._disk_watch.stop(wait=False)
         if self._shell is not None:
             self._shell.close()
         container, self._container = self._container, None
