@@ -16,6 +16,7 @@ from agents.serving.http_policy import Endpoints
 from nextstate.config import model_config, typed
 from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from trainers.curriculum import max_steps_at
+from trainers.lr_schedule import lr_at
 from trainers.setup import (
     feedback_of,
     init_path_of,
@@ -125,8 +126,10 @@ class Trainer:
         """One PPO update to `version` (the servers still serve the previous one)."""
         import torch
 
-        return ppo_update(self.model, self.optimizer, samples, self.tc,
-                          generator=torch.Generator().manual_seed(hash((self.cfg.seed, version - 1)) % 2**31))
+        tc = self.tc
+        return ppo_update(self.model, self.optimizer, samples, tc,
+                          generator=torch.Generator().manual_seed(hash((self.cfg.seed, version - 1)) % 2**31),
+                          lr=lr_at(tc.lr, tc.lr_schedule, version - 1, tc.iterations, tc.lr_min_ratio))
 
     def publish(self) -> None:
         """The weights to every serving endpoint."""

@@ -33,6 +33,7 @@ from trainers.eval_cache import EvalCache
 from trainers.feedback.apply import judge_and_teach
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
 from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, Judge, choose
+from trainers.lr_schedule import SCHEDULES, lr_at
 from trainers.run_state import RunState
 from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update
@@ -69,6 +70,10 @@ def check_training_ranges(tc: TrainConfig, judge: JudgeConfig, hints: HintConfig
                                        "weight_decay": 0, "eps_low": 0, "eps_high": 0, "kl_coef": 0,
                                        "max_steps_start": 1, "threads": 1},
                  above={"rollout_temperature": 0, "lr": 0, "grad_clip": 0})
+    if tc.lr_schedule not in SCHEDULES:
+        raise SystemExit(f"mode.lr_schedule={tc.lr_schedule}: must be one of {', '.join(SCHEDULES)}")
+    if not 0 <= tc.lr_min_ratio <= 1:
+        raise SystemExit(f"mode.lr_min_ratio={tc.lr_min_ratio}: must be between 0 and 1")
     if hasattr(tc, "batch_samples"):  # mode=async and mode=proxy
         check_ranges("mode", tc, at_least={"batch_samples": 1, "max_staleness": 0, "judge_workers": 1})
     if choose(JUDGES, "judge", judge.name).needs_model:  # the oracle judge reads labels: no votes to sample
@@ -151,10 +156,12 @@ class Training:
         return judged_samples(trajs, salt, Feedback(self.signal, self.judge, self.hinter, self.teacher,
                                                     self.hints_cfg, self.tools, self.tc.kl_coef, self.frozen))
 
-    def update(self, samples, seed: int) -> dict:
+    def update(self, samples, seed: int, iteration: int) -> dict:
         """One PPO update of the trainer's model (the server still serves the old weights)."""
-        return ppo_update(self.model, self.optimizer, samples, self.tc,
-                          generator=torch.Generator().manual_seed(seed % 2**31))
+        tc = self.tc
+        return ppo_update(self.model, self.optimizer, samples, tc,
+                          generator=torch.Generator().manual_seed(seed % 2**31),
+                          lr=lr_at(tc.lr, tc.lr_schedule, iteration, tc.iterations, tc.lr_min_ratio))
 
     def publish(self) -> None:
         """The trainer's weights to the serving endpoints."""

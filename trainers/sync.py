@@ -51,7 +51,7 @@ def train_main(cfg: DictConfig, run_dir: Path) -> dict:
             t1 = time.monotonic()
             samples, steps, info = tr.samples(trajs, salt=it)
             t2 = time.monotonic()
-            stats = tr.update(samples, seed=hash((cfg.seed, it)))
+            stats = tr.update(samples, seed=hash((cfg.seed, it)), iteration=it)
             t3 = time.monotonic()
             tr.publish()
             info.update(rollout_s=round(t1 - t0, 2), signal_s=round(t2 - t1, 2), update_s=round(t3 - t2, 2),

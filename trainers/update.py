@@ -2,7 +2,7 @@
 PPO clipped surrogate (+ optional k3 KL to the reference), AdamW with gradient clipping."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import torch
 
@@ -21,6 +21,10 @@ class UpdateConfig:
     eps_high: float
     kl_coef: float
     rollout_temperature: float  # logprobs are taken of logits / temperature, as the rollout sampled them
+    _: KW_ONLY
+    lr_schedule: str = "constant"  # constant | linear | cosine (trainers/lr_schedule.py)
+    lr_min_ratio: float = 0.1      # a decaying rate ends at lr * lr_min_ratio
+    term_grad_norms: bool = False  # log each loss term's gradient norm (one extra backward per term)
 
 
 def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tensor:
@@ -87,11 +91,32 @@ def topk_opd_loss(logp: torch.Tensor, mb: list[Sample], mask: torch.Tensor) -> t
     return (weight.to(device) * per_sample).mean()
 
 
+def backward_by_term(terms: dict[str, torch.Tensor], params: list[torch.Tensor]) -> dict[str, float]:
+    """Accumulate the gradient of the sum of `terms` into `params`' .grad, one term at a time, and
+    return each term's own gradient norm (before clipping): which term moves the policy, which the
+    summed loss cannot say (at ratio 1 the PPO term's value is ~0 while its gradient is not)."""
+    norms = {}
+    live = {k: t for k, t in terms.items() if t.requires_grad}
+    for i, (name, term) in enumerate(live.items()):
+        grads = torch.autograd.grad(term, params, retain_graph=i < len(live) - 1, allow_unused=True)
+        sq = 0.0
+        for p, g in zip(params, grads):
+            if g is None:
+                continue
+            sq += float(g.detach().pow(2).sum())
+            p.grad = g if p.grad is None else p.grad + g
+        norms[name] = sq ** 0.5
+    return norms
+
+
 def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
-               generator: torch.Generator | None = None) -> dict:
-    """`epochs` passes over the samples in shuffled minibatches; one optimizer step per minibatch."""
+               generator: torch.Generator | None = None, lr: float | None = None) -> dict:
+    """`epochs` passes over the samples in shuffled minibatches; one optimizer step per minibatch, at
+    rate `lr` (the schedule's rate of this update; default `cfg.lr`)."""
     if not samples:
         return {"loss": 0.0, "updates": 0}
+    for group in optimizer.param_groups:
+        group["lr"] = cfg.lr if lr is None else lr
     model.train()
     device = next(model.parameters()).device
     stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "opd_topk_kl": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0,
@@ -120,8 +145,13 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
                 kl = k3_kl(lp, ref, mask)
                 loss = loss + cfg.kl_coef * kl
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
             params = [p for p in model.parameters() if p.requires_grad]
+            if cfg.term_grad_norms:
+                terms = {"pg": pg_loss, "opd_topk": opd_kl, "kl": cfg.kl_coef * kl}
+                for name, norm in backward_by_term(terms, params).items():
+                    stats[f"grad_norm_{name}"] = stats.get(f"grad_norm_{name}", 0.0) + norm
+            else:
+                loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
             stats["loss"] += float(loss.detach())
