@@ -86,3 +86,26 @@ def test_the_embedded_server_refuses_an_oversized_body_before_reading_it(served)
         s.sendall(f"POST /generate HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Length: {2 * 10**9}\r\n"
                   "Content-Type: application/json\r\n\r\n".encode())
         assert s.recv(4096).startswith(b"HTTP/1.1 413")
+
+
+@pytest.mark.timeout(300)
+def test_a_weight_update_waits_for_the_reply_in_progress_so_no_reply_mixes_two_versions(served):
+    prompt = served.prompt_ids([{"role": "user", "content": "Tell me a long story."}])
+    long: dict = {}
+
+    def generate():
+        r = _post(served, {"input_ids": prompt, "sampling_params": {"max_new_tokens": 10**9, "temperature": 0,
+                                                                    "ignore_eos": True}})
+        long.update(reply=r.json(), done_at=time.monotonic())
+
+    thread = threading.Thread(target=generate)
+    thread.start()
+    time.sleep(3)
+    before = requests.get(served.url + "/get_model_info", headers=served.headers, timeout=10).json()["weight_version"]
+    r = requests.post(served.url + "/update_weights_from_disk", json={"model_path": served.model_path},
+                      headers=served.headers, timeout=120)
+    updated_at = time.monotonic()
+    thread.join(60)
+    assert r.status_code == 200 and r.json()["weight_version"] == before + 1
+    assert long["reply"]["meta_info"]["weight_version"] == before  # sampled from one version, the old one
+    assert long["done_at"] <= updated_at  # the update waited for it (its deadline bounds the wait)
