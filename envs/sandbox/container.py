@@ -170,6 +170,12 @@ class Sandbox:
     def _kill_for_disk(self) -> None:
         self._container.exec_run(["bash", "-c", _KILL_ALL], user="root")
 
+    def disk_watch_kills_only(self, user: str) -> None:
+        """From now on (the tests run beside the agent's processes) only the non-root `user`'s
+        processes are killed past the limit, never the tests; the watch goes on until close."""
+        if self._disk_watch is not None:
+            self._disk_watch.kill_with(lambda: self.kill_user_processes(user))
+
     def stop_disk_watch(self) -> None:
         """The agent's turn is over (before grading: the tests' own writes are the harness's)."""
         if self._disk_watch is not None:

@@ -79,6 +79,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         self._graded = False
         self._deadline: float | None = None  # the task's own agent timeout (Harbor [agent].timeout_sec)
         self._agent_root = False
+        self._agent_user = "root"
         self._host_cpus: float | None = None
         warn_once(unhonoured_report(self.tasks))
         warn_once(broken_report(self.tasks))
@@ -166,6 +167,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             who = self._sandbox.exec("id -un; id -u", timeout=10).output.split()
             # a root agent's processes are all killed before grading; an unknown uid counts as root
             self._agent_root = not (who and who[-1].isdigit() and who[-1] != "0")
+            self._agent_user = "root" if self._agent_root else who[0]
             info.update(user=who[0] if len(who) == 2 else user, workdir=workdir)
         except SandboxError as e:
             self._close_sandbox()
@@ -276,7 +278,10 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         t0 = time.monotonic()
         task, sb = self.task, self._sandbox
         clean = "rm -rf /tests /logs/verifier"
-        sb.stop_disk_watch()  # what the tests write is the harness's
+        if self._agent_root:  # its processes are all killed below; what the tests write is the harness's
+            sb.stop_disk_watch()
+        else:  # its processes run beside the tests (and until the container goes): past the limit, they go
+            sb.disk_watch_kills_only(self._agent_user)
         try:
             tampered = self._toolchain_tampering(sb)
             if not tampered and self._agent_root:
@@ -293,6 +298,8 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 user = task.data.get("verifier_user") or "root"
                 if user != "root" and not self._agent_root:  # (a root agent's processes are all gone)
                     sb.kill_user_processes(user)
+                    if user == self._agent_user:  # the agent's processes are all gone: the verifier's are not its
+                        sb.stop_disk_watch()
                 code, out = sb.run(fresh_reward_dir(user))
                 if code != 0:  # a reward file there could be anyone's: not graded, and not infra (no evidence)
                     return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,

@@ -378,6 +378,20 @@ def test_a_background_writer_is_stopped_between_commands(small_disk_env, termina
     assert not traj.infra_failure
 
 
+def test_a_non_root_agents_writer_is_stopped_while_and_after_the_tests_run(small_disk_env, terminal_config):
+    """A non-root agent's processes keep running while its tests run (a task may check a service it
+    started); one of them fills /run/lock (world-writable, on the container's disk) from then on.
+    Before: the watch stopped when grading began, and all 200 MiB landed. After: past the limit the
+    agent's user's processes are killed, not the tests."""
+    writer = ("setsid nohup sh -c 'sleep 1; for i in $(seq 1 50); do head -c 4M /dev/zero > /run/lock/fill$i; "
+              "sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo started")
+    traj = play(small_disk_env, terminal_config, AS_AGENT, writer)
+    assert "started" in traj.steps[0].next_state.text and traj.terminated and not traj.infra_failure
+    time.sleep(4)  # the writer's 50 files take 2.5 s from 1 s after its command
+    sandbox = small_disk_env.unwrapped._sandbox
+    assert sandbox._layer_size() <= (16 + 48) << 20, sandbox._layer_size() >> 20
+
+
 def test_the_workdir_keeps_its_files_owner_and_mode(small_disk_env, terminal_config):
     """The size-limited workdir and home start with the image's files, as the agent's."""
     traj = play(small_disk_env, terminal_config, HARBOR_NESTED, "stat -c '%U %a %n' . ~ /tmp; ls -A")
