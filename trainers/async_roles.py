@@ -16,16 +16,9 @@ from agents.serving.http_policy import Endpoints
 from nextstate.config import model_config, typed
 from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from trainers.curriculum import max_steps_at
+from trainers.judged import feedback_of, judged_counts, judged_samples
 from trainers.lr_schedule import lr_at
-from trainers.setup import (
-    feedback_of,
-    init_path_of,
-    judged_counts,
-    judged_samples,
-    load_trainer,
-    rollout_sampling,
-    split_tasks,
-)
+from trainers.setup import init_path_of, load_trainer, rollout_sampling, split_tasks
 from trainers.update import ppo_update
 
 
@@ -99,7 +92,8 @@ class Judge:
             tools = {t.task_id: env.tools_for(t) for t in env.tasks}
         policy = spec.policy.connect()
         frozen = spec.frozen.connect() if spec.frozen else None
-        self.feedback = feedback_of(cfg, tc, self.env and self.env.unwrapped, frozen, policy, tools)
+        self.feedback = feedback_of(cfg, self.env and self.env.unwrapped, frozen, policy, tools,
+                                    teacher=tc.teacher, kl_coef=tc.kl_coef)
 
     def judge(self, group_no: int, trajs):
         samples, steps, info = judged_samples(trajs, group_no, self.feedback)

@@ -30,12 +30,12 @@ from trainers.checkpoint import checkpoint_state, load_checkpoint, save_checkpoi
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import filter_tasks, without_tags
 from trainers.eval_cache import EvalCache
-from trainers.feedback.apply import judge_and_teach
-from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
-from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, Judge, choose
+from trainers.feedback.model_judge import HintConfig, JudgeConfig
+from trainers.feedback.registry import HINTERS, JUDGES, Hinter, Judge, choose
+from trainers.judged import Feedback, feedback_of, judged_counts, judged_samples
 from trainers.lr_schedule import SCHEDULES, lr_at
 from trainers.run_state import RunState
-from trainers.signals import SignalConfig, build_samples, collect_steps
+from trainers.signals import SignalConfig
 from trainers.update import UpdateConfig, ppo_update
 
 
@@ -180,41 +180,6 @@ class Training:
         save_checkpoint(self.state_file, self.model, self.optimizer, self.state.to_dict())
 
 
-@dataclass
-class Feedback:
-    """What turns judged steps into samples (the judge, the hints, the teacher, the KL reference)."""
-    signal: SignalConfig
-    judge: Judge | None
-    hinter: Hinter
-    teacher: HTTPPolicy | None
-    hints_cfg: HintConfig
-    tools: dict[str, list[dict]]
-    kl_coef: float
-    frozen: HTTPPolicy | None
-
-
-def judged_samples(trajs, salt: int, fb: Feedback) -> tuple[list, list, dict]:
-    """Judge and teach the trajectories' steps, then build the signal's samples (with KL reference
-    logprobs when asked): (samples, judged steps, counts for the log)."""
-    steps = collect_steps(trajs)
-    info = judge_and_teach(steps, fb.judge, fb.hinter, fb.signal, fb.teacher, fb.hints_cfg, fb.tools.get, salt=salt)
-    samples = build_samples(fb.signal, steps, trajs)
-    if fb.kl_coef > 0 and samples:
-        for s, (lps, _) in zip(samples, fb.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
-            s.ref_logprobs = lps
-    return samples, steps, info
-
-
-def judged_counts(trajs, steps, info: dict) -> dict:
-    """What a judged group adds to the run's totals (small and plain: it travels between processes)."""
-    return {"episodes": len(trajs), "successes": sum(t.success for t in trajs),
-            "tokens": sum(t.n_tokens for t in trajs), "judge_votes": info["judge_votes"],
-            "hints_accepted": info["hints_accepted"], "steps": info["steps"],
-            "step_scores": [s.judgement.score for s in steps if s.judgement],
-            "judge_pairs": [[s.judgement.score, s.step.info.get("step_label")] for s in steps
-                            if s.judgement and s.step.info.get("step_label")]}
-
-
 def add_counts(st: RunState, counts: dict, n_samples: int) -> None:
     st.train_episodes += counts["episodes"]
     st.train_samples += n_samples
@@ -223,19 +188,6 @@ def add_counts(st: RunState, counts: dict, n_samples: int) -> None:
     st.hints_accepted += counts["hints_accepted"]
     st.step_scores += counts["step_scores"]
     st.judge_pairs += counts["judge_pairs"]
-
-
-def feedback_of(cfg: DictConfig, tc: TrainConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy,
-                tools: dict) -> Feedback:
-    """The run's judge, hints and teacher; the oracles read the env's reference solutions."""
-    signal, judge_cfg = typed(cfg.signal, SignalConfig), typed(cfg.judge, JudgeConfig)
-    hints_cfg = typed(cfg.hints, HintConfig)
-    by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
-    sources = FeedbackSources(ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen else None,
-                              lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
-    return Feedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
-                    choose(HINTERS, "hints", hints_cfg.name).build(sources),
-                    frozen if tc.teacher == "frozen" else policy, hints_cfg, tools, tc.kl_coef, frozen)
 
 
 @dataclass
@@ -346,7 +298,8 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
         frozen = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir,
                                                   path=Path(judge_cfg.model) if judge_cfg.model else init_path,
                                                   log_path=run_dir / "judge_server.log"))
-    fb = feedback_of(cfg, tc, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {})
+    fb = feedback_of(cfg, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
+                     teacher=tc.teacher, kl_coef=tc.kl_coef)
     model, optimizer = load_trainer(cfg, tc, model_cfg, init_path) if with_trainer else (None, None)
     tr = Training(
         cfg, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,

@@ -1,0 +1,64 @@
+"""From rolled-out trajectories to trainable samples: the run's feedback (judge, hints, teacher, KL
+reference) is applied to every step, then the signal builds its samples. Each mode calls it where its
+judging happens: in the loop (mode=train), in a judge actor (mode=async) or beside the proxy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from agents.serving.http_policy import HTTPPolicy
+from nextstate.config import typed
+from trainers.feedback.apply import judge_and_teach
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
+from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, Judge, choose
+from trainers.signals import SignalConfig, build_samples, collect_steps
+
+
+@dataclass
+class Feedback:
+    """What turns judged steps into samples (the judge, the hints, the teacher, the KL reference)."""
+    signal: SignalConfig
+    judge: Judge | None
+    hinter: Hinter
+    teacher: HTTPPolicy | None
+    hints_cfg: HintConfig
+    tools: dict[str, list[dict]]
+    kl_coef: float
+    frozen: HTTPPolicy | None
+
+
+def judged_samples(trajs, salt: int, fb: Feedback) -> tuple[list, list, dict]:
+    """Judge and teach the trajectories' steps, then build the signal's samples (with KL reference
+    logprobs when asked): (samples, judged steps, counts for the log)."""
+    steps = collect_steps(trajs)
+    info = judge_and_teach(steps, fb.judge, fb.hinter, fb.signal, fb.teacher, fb.hints_cfg, fb.tools.get, salt=salt)
+    samples = build_samples(fb.signal, steps, trajs)
+    if fb.kl_coef > 0 and samples:
+        for s, (lps, _) in zip(samples, fb.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
+            s.ref_logprobs = lps
+    return samples, steps, info
+
+
+def judged_counts(trajs, steps, info: dict) -> dict:
+    """What a judged group adds to the run's totals (small and plain: it travels between processes)."""
+    return {"episodes": len(trajs), "successes": sum(t.success for t in trajs),
+            "tokens": sum(t.n_tokens for t in trajs), "judge_votes": info["judge_votes"],
+            "hints_accepted": info["hints_accepted"], "steps": info["steps"],
+            "step_scores": [s.judgement.score for s in steps if s.judgement],
+            "judge_pairs": [[s.judgement.score, s.step.info.get("step_label")] for s in steps
+                            if s.judgement and s.step.info.get("step_label")]}
+
+
+def feedback_of(cfg: DictConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
+                teacher: str, kl_coef: float) -> Feedback:
+    """The run's judge, hints and teacher (`mode.teacher`: the frozen initial weights or the current
+    policy); the oracles read the env's reference solutions."""
+    signal, judge_cfg = typed(cfg.signal, SignalConfig), typed(cfg.judge, JudgeConfig)
+    hints_cfg = typed(cfg.hints, HintConfig)
+    by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
+    sources = FeedbackSources(ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen else None,
+                              lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
+    return Feedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
+                    choose(HINTERS, "hints", hints_cfg.name).build(sources),
+                    frozen if teacher == "frozen" else policy, hints_cfg, tools, kl_coef, frozen)
