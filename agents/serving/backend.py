@@ -4,8 +4,9 @@ on a GPU machine it launches (or attaches to) a real SGLang server kept in its o
 
 Keys: a server the harness launches requires `Authorization: Bearer <key>` on every route but
 `/health`, the key a random one made at launch (one per `serve_endpoints`, shared by its replicas) and
-handed to the server in its environment (`KEY_ENV`), never on its command line, which `ps` shows to
-every user. It is kept in memory only (HTTPPolicy, Endpoints), never in the run dir or a log. An
+written to the server's stdin at launch (the first line; `--key-on-stdin`): never on its command
+line, which `ps` shows to every user, nor in its environment, which `/proc/<pid>/environ` keeps for
+the process's whole life even after it is popped. It is kept in memory only (HTTPPolicy, Endpoints), never in the run dir or a log. An
 attached server gets `backend.api_key` (NEXTSTATE_BACKEND_API_KEY; empty = it takes none)."""
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class BackendConfig:
     api_key: str = field(default="", repr=False)
 
 
-KEY_ENV = "NEXTSTATE_SERVER_API_KEY"  # the launched server reads its key here (argv is public: `ps`)
+KEY_ENV = "NEXTSTATE_SERVER_API_KEY"  # a server started by hand may take its key here; launched ones read stdin
 
 
 def new_key() -> str:
@@ -69,7 +70,7 @@ def _embedded_command(cfg: BackendConfig, model_path: str, port: int, dtype: str
             "--max-batch", str(cfg.max_batch), "--parent-pid", str(os.getpid()),
             "--threads", str(cfg.threads or default_server_threads()),
             "--prefix-cache-tokens", str(cfg.prefix_cache_tokens),
-            "--request-deadline-s", str(cfg.request_deadline_s or 0)]
+            "--request-deadline-s", str(cfg.request_deadline_s or 0), "--key-on-stdin"]
 
 
 def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, model_name: str) -> list[str]:
@@ -78,8 +79,8 @@ def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, 
                          "to attach")
     # SGLang takes its key only as `--api-key` on the command line; this shim adds it to sys.argv inside
     # the process (the OS's copy of argv, which `ps` reads, keeps the command without it) and runs
-    # `python -m sglang.launch_server` as it would run; the key leaves the environment of its children.
-    shim = (f"import os, runpy, sys; key = os.environ.pop({KEY_ENV!r}, ''); "
+    # `python -m sglang.launch_server` as it would run. The key comes on stdin, like the embedded server's.
+    shim = ("import runpy, sys; key = sys.stdin.readline().strip(); "
             "sys.argv = ['sglang.launch_server', *sys.argv[1:], *(['--api-key', key] if key else [])]; "
             "runpy.run_module('sglang.launch_server', run_name='__main__', alter_sys=True)")
     return [cfg.python, "-c", shim, "--model-path", model_path,
@@ -113,9 +114,11 @@ class Server:
         cmd += list(cfg.extra_args)
         self.api_key = cfg.api_key or new_key()
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=Path(__file__).resolve().parents[2],
-                                     env={**os.environ, KEY_ENV: self.api_key})
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, cwd=Path(__file__).resolve().parents[2],
+                                     env={k: v for k, v in os.environ.items() if k != KEY_ENV})
+        self.proc.stdin.write(self.api_key.encode() + b"\n")  # a few bytes: the pipe's buffer takes them
+        self.proc.stdin.close()
         if wait:
             self.wait_healthy()
 

@@ -11,8 +11,9 @@ server, so nothing above the client knows which one runs.
 
 Served by uvicorn behind `Guard` (agents/serving/asgi_guard.py): every route but /health requires
 `Authorization: Bearer <key>` (401 otherwise, checked before the body is read) when the server has a
-key: the environment variable NEXTSTATE_SERVER_API_KEY at start,
-where the harness puts a random one (never on the command line: `ps` shows every user its argv).
+key: the first line of stdin with `--key-on-stdin` (how the harness hands over a random one: never on
+the command line, which `ps` shows every user, nor in the environment, which /proc/<pid>/environ keeps),
+else the environment variable NEXTSTATE_SERVER_API_KEY at start (for a server started by hand).
 
 Fair generation (agents/serving/batcher.py): a long reply is preempted between decoding steps so short
 ones are not held behind it; `max_new_tokens` is clamped to what the model's context leaves after the
@@ -28,6 +29,7 @@ import json
 import math
 import os
 import queue
+import sys
 import time
 import uuid
 
@@ -326,8 +328,11 @@ def main(argv=None) -> None:
                     help="a reply ends (finish reason 'length') this long after its request came; 0 = never")
     ap.add_argument("--max-in-flight", type=int, default=256, help="requests served at once; more get 503")
     ap.add_argument("--max-body-bytes", type=int, default=64 * 2**20, help="bigger request bodies get 413")
+    ap.add_argument("--key-on-stdin", action="store_true", help="read the API key from stdin's first line")
     a = ap.parse_args(argv)
     api_key = os.environ.pop(KEY_ENV, "")  # out of the environment: nothing this process starts inherits it
+    if a.key_on_stdin:
+        api_key = sys.stdin.readline().strip()
     if a.parent_pid:
         _exit_with_parent(a.parent_pid)
     policy = TransformersPolicy.load(a.model_path, SamplingConfig(128, 1.0, 1.0, a.max_prompt_tokens),

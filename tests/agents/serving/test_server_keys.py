@@ -78,9 +78,9 @@ def test_attached_servers_are_served_with_their_key_with_a_stub_server():
 
 @pytest.mark.red_team
 def test_sglang_gets_its_key_inside_the_process_not_on_its_command_line(tmp_path):
-    """SGLang takes the key only as `--api-key`: the launch shim adds it to sys.argv in the process,
-    so /proc/<pid>/cmdline (what `ps` shows) never has it. A stand-in `sglang.launch_server` records
-    what it was started with."""
+    """SGLang takes the key only as `--api-key`: the launch shim reads it from stdin and adds it to
+    sys.argv in the process, so neither /proc/<pid>/cmdline (what `ps` shows) nor the environment
+    (/proc/<pid>/environ) ever has it. A stand-in `sglang.launch_server` records what it was started with."""
     fake = tmp_path / "sglang"
     fake.mkdir()
     (fake / "__init__.py").write_text("")
@@ -93,7 +93,8 @@ def test_sglang_gets_its_key_inside_the_process_not_on_its_command_line(tmp_path
     cfg = replace(typed(compose(["backend=sglang"]).backend, BackendConfig), python=sys.executable)
     cmd = LAUNCH["sglang"](cfg, "/models/m", 30001, "bfloat16", "m")
     assert not any(SECRET in a for a in cmd)
-    subprocess.run(cmd, env={**os.environ, KEY_ENV: SECRET, "PYTHONPATH": str(tmp_path)}, check=True, timeout=60)
+    subprocess.run(cmd, input=SECRET + "\n", text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                   check=True, timeout=60)
     argv, cmdline, env_after = eval(out.read_text())
     assert argv == ["--model-path", "/models/m", "--host", cfg.host, "--port", "30001", "--dtype", "bfloat16",
                     "--api-key", SECRET]
@@ -142,5 +143,6 @@ def test_a_launched_server_refuses_requests_without_its_key_and_the_key_is_nowhe
         assert pids
         for pid in pids:
             assert key.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert key.encode() not in Path(f"/proc/{pid}/environ").read_bytes()  # what the same user reads
     leaked = [p for p in run_dir.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     assert leaked == [] and (run_dir / "server.log").read_text().count("keyed") == 1
