@@ -7,7 +7,8 @@ Keys: a server the harness launches requires `Authorization: Bearer <key>` on ev
 written to the server's stdin at launch (the first line; `--key-on-stdin`): never on its command
 line, which `ps` shows to every user, nor in its environment, which `/proc/<pid>/environ` keeps for
 the process's whole life even after it is popped. It is kept in memory only (HTTPPolicy, Endpoints),
-never in the run dir or a log. An attached server gets `backend.api_key` (NEXTSTATE_BACKEND_API_KEY; empty = it takes none)."""
+never in the run dir or a log. An attached server gets `backend.api_key` (NEXTSTATE_BACKEND_API_KEY;
+empty = it takes none)."""
 from __future__ import annotations
 
 import os
