@@ -104,3 +104,22 @@ def test_a_browser_that_dies_on_its_own_is_still_infra(gui_config):
         assert info["infra_failure"] and terminated and reward == 0.0 and "infrastructure failure" in obs
     finally:
         e.close()
+
+
+@pytest.mark.chromium
+def test_typed_markup_stays_text_and_cannot_rewrite_the_apps_state(env):
+    """The success check reads `window.__app.state()` from the page; an agent has no action that runs
+    script, so its only way in would be markup an app renders as HTML (the bundled apps render text
+    with textContent). Typed as a new task, an `onerror` that would replace state() with one meeting
+    the expectation stays a literal title, and the episode fails its check (with the todo app changed
+    to render titles as HTML, this attack scored 1.0)."""
+    env.reset(seed=0, options={"task_id": TASK})
+    forged = ("window.__app.state=function(){return{titles:['Pay\\\\x20rent','Call\\\\x20mom',"
+              "'Water\\\\x20plants','Buy\\\\x20milk'],done_titles:['Pay\\\\x20rent','Call\\\\x20mom']}}")
+    # no space and no '>' (the attribute is unquoted); the reply's quotes turn \\x20 into \x20 for JS
+    payload = f"<img src=x onerror={forged}><script>{forged}</script>"
+    env.step(f'type({_textbox(env)}, "{payload}")')
+    obs, *_ = env.step('press("Enter")')
+    assert "<img src=x" in obs  # the page shows the markup as text
+    obs, reward, terminated, truncated, info = env.step("done()")
+    assert terminated and reward == 0.0 and info["check_failed"] and not info.get("infra_failure")
