@@ -112,6 +112,23 @@ def _sweep_record() -> list[Path]:
     return [Path(hc.sweep.dir) / "multirun.yaml"]
 
 
+def refuse_pickled_secrets(argv: list[str]) -> None:
+    """A submitit sweep (hydra/launcher=slurm | submitit_*) pickles each job's overrides into
+    `<sweep dir>/.submitit/<job>/*_submitted.pkl` before any job runs, where no redaction can reach
+    (the pickle must stay whole: SLURM requeues a job from it). A key given there on the command line
+    would land on disk in clear, so the command is refused before Hydra starts, naming the
+    environment variable that keeps it out."""
+    launcher = next((a.split("=", 1)[1] for a in argv if a.startswith("hydra/launcher=")), "")
+    if launcher != "slurm" and not launcher.startswith("submitit"):
+        return
+    for arg in argv:
+        key = arg.lstrip("+~").split("=", 1)[0]
+        if key in SECRET_ENV and "=" in arg:
+            raise SystemExit(f"{key}=... with hydra/launcher={launcher}: submitit writes each job's overrides "
+                             f"to disk (.submitit/*_submitted.pkl), key and all. Set {SECRET_ENV[key]} in the "
+                             f"environment instead and leave {key} out of the command")
+
+
 def redact_secrets(cfg: DictConfig, run_dir: Path) -> None:
     """Hydra's records of the command (`<run_dir>/.hydra/*.yaml`: the overrides, the config, hydra.yaml's
     override_dirname; in a sweep also `<sweep dir>/multirun.yaml`) with every secret's value replaced by

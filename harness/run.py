@@ -23,6 +23,7 @@ from harness.resume import (
     masked,
     recorded_config,
     redact_secrets,
+    refuse_pickled_secrets,
     resume_command,
     secrets_of,
 )
@@ -123,4 +124,5 @@ def cli(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    refuse_pickled_secrets(sys.argv[1:])
     cli()
