@@ -17,9 +17,9 @@ size seen since), so a writer restarted over the limit is stopped at the next lo
 
 What it costs and what it lets through: one inspect call per interval per container (the daemon walks
 the layer's files for it: a layer of many files is looked at less often, down to every 2 s, so that
-the looks take ~5% of the daemon's time); what a writer can add within one interval (at 1 GB/s and 0.2 s,
-~200 MB) lands before it is stopped. It counts bytes,
-not files: empty files and directories (inodes) are not counted. While the tests run, only the
+the looks take ~5% of the daemon's time); what a writer can add within one interval (at 1 GB/s and
+0.2 s, ~200 MB) lands before it is stopped. It counts bytes, not files: empty files and directories
+(inodes) are not counted. While the tests run, only the
 agent's own processes are killed past the limit (`Sandbox.disk_watch_kills_only`: a non-root agent's
 keep running beside the tests); a root agent's are all gone by then, and the watch stops.
 """
