@@ -17,10 +17,11 @@ import docker.errors
 import requests.exceptions
 from docker.utils import parse_bytes
 
-from envs.sandbox.disk import WAIT_FOR_SEED, disk_full, disk_note, layer_note, scratch_mounts
+from envs.sandbox.disk import FULL_MESSAGES, WAIT_FOR_SEED, disk_full, disk_note, layer_note, scratch_mounts
 from envs.sandbox.disk_watch import DiskWatch
-from envs.sandbox.errors import SandboxError
+from envs.sandbox.errors import SandboxError, SandboxFullError
 from envs.sandbox.labels import run_labels
+from envs.sandbox.quota import refused, storage_opt
 from envs.sandbox.shell import PersistentShell, ShellResult
 from nextstate.config import conf_defaults
 
@@ -46,6 +47,10 @@ class SandboxConfig:
     # acts: envs/sandbox/disk_watch.py). A tmpfs lives in the container's memory: the limits of all
     # scratch directories together should stay below `memory`.
     disk_limit: str | None
+    # Where the daemon's storage driver has quotas (btrfs; overlay2 on xfs with project quotas),
+    # disk_limit outside the scratch mounts is a ceiling it enforces before the write instead of the
+    # watch (envs/sandbox/quota.py); False = the watch everywhere.
+    disk_ceiling: bool
 
 
 _KILL_ALL = (Path(__file__).parent / "kill_all.sh").read_text()
@@ -103,22 +108,33 @@ class Sandbox:
                            working_dir=c.workdir, stop_signal="SIGKILL", environment=self.environment,
                            tmpfs=disk.tmpfs or None, ulimits=disk.ulimits or None)
             if disk.image:  # the image's files go into the scratch mounts as the container starts
-                self._container = self._client.containers.run(disk.image, disk.main_command(), user="root",
-                                                              detach=True, **options)
+                image, command, options["user"] = disk.image, disk.main_command(), "root"
             else:
-                self._container = self._client.containers.run(self.image, ["sleep", "infinity"], detach=True,
-                                                              **options)
+                image, command = self.image, ["sleep", "infinity"]
+            self._container, ceiling = self._run_with_ceiling(image, command, options)
             if self._want_shell:
                 self._shell = PersistentShell(self._client.api, self._container.id, user=self.user,
                                               workdir=c.workdir, output_cap=c.output_cap_bytes)
             if disk.image:
                 self._wait_for_seed()
-            if self._want_shell and c.disk_limit:
+            if self._want_shell and c.disk_limit and not ceiling:  # the daemon cannot refuse the write: watch
                 self._disk_watch = DiskWatch(self._layer_size, self._kill_for_disk, parse_bytes(c.disk_limit))
                 self._disk_watch.start()
         except _DOCKER_ERRORS as e:
             self.close()
             raise SandboxError(f"could not start a container from {self.image}: {e}") from e
+
+    def _run_with_ceiling(self, image: str, command, options: dict):
+        """`containers.run`, with `disk_limit` as a ceiling the daemon enforces before the write where
+        its storage driver can (envs/sandbox/quota.py): (the container, whether it has one)."""
+        c = self.config
+        opt = storage_opt(self._client, image, parse_bytes(c.disk_limit)) if c.disk_limit and c.disk_ceiling else None
+        try:
+            return self._client.containers.run(image, command, detach=True, storage_opt=opt, **options), opt is not None
+        except docker.errors.APIError as e:  # no quota here, or the image counts more than estimated
+            if opt is None or not (refused(self._client, e) or "quota exceeded" in str(e).lower()):
+                raise
+        return self._client.containers.run(image, command, detach=True, **options), False
 
     def _wait_for_seed(self) -> None:
         """The scratch mounts' copies are done (in the agent's shell: ~1 ms, no `docker exec`)."""
@@ -289,7 +305,7 @@ class Sandbox:
         try:
             self._container.put_archive("/", buf.getvalue())
         except _DOCKER_ERRORS as e:
-            raise SandboxError(f"upload of {sorted(files)} failed: {e}") from e
+            raise self._upload_error(f"upload of {sorted(files)} failed: {e}") from e
 
     def download(self, path: str) -> bytes:
         """The content of one file inside the container."""
@@ -325,10 +341,21 @@ class Sandbox:
 
     def _put(self, tar_bytes: bytes, dest: str) -> None:
         try:
-            self._container.exec_run(["mkdir", "-p", dest], user="root")
+            made = self._container.exec_run(["mkdir", "-p", dest], user="root")
+            if made.exit_code != 0:
+                out = (made.output or b"").decode(errors="replace").strip()
+                raise self._upload_error(f"upload to {dest} failed: {out}")
             self._container.put_archive(dest, tar_bytes)
         except _DOCKER_ERRORS as e:
-            raise SandboxError(f"upload to {dest} failed: {e}") from e
+            raise self._upload_error(f"upload to {dest} failed: {e}") from e
+
+    def _upload_error(self, message: str) -> SandboxError:
+        """A full disk in a live container is the agent's (SandboxFullError); anything else infra."""
+        text = message.lower()
+        if any(s.lower() in text for s in FULL_MESSAGES) and self._running():
+            return SandboxFullError(f"{message} (the container's disk is full: sandbox.disk_limit is "
+                                    f"{self.config.disk_limit})")
+        return SandboxError(message)
 
     # -- teardown ---------------------------------------------------------------------------------
     def close(self) -> None:

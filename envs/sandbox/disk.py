@@ -40,7 +40,7 @@ from envs.sandbox.errors import SandboxError
 _STAGE = ".nextstate-seed"
 _SEEDED = "nextstate-seeded"  # the repository of the images holding the staged files
 _PAGE = 4096
-_FULL = ("No space left on device", "File size limit exceeded", "File too large", "Disk quota exceeded")
+FULL_MESSAGES = ("No space left on device", "File size limit exceeded", "File too large", "Disk quota exceeded")
 
 
 @dataclass(frozen=True)
@@ -187,12 +187,12 @@ def _quote(path: str) -> str:
 
 
 def disk_full(output: str) -> bool:
-    return any(s in output for s in _FULL)
+    return any(s in output for s in FULL_MESSAGES)
 
 
 def disk_note(limit: str, scratch: tuple[str, ...]) -> str:
-    where = f"in each of {', '.join(scratch)} and " if scratch else ""
-    return (f"\n[disk limit: the sandbox holds at most {limit} of new files {where}no file larger than "
+    where = f"in each of {', '.join(scratch)} and in the rest of its filesystem, " if scratch else ""
+    return (f"\n[disk limit: the sandbox holds at most {limit} of new files {where}and no file larger than "
             f"{limit} (sandbox.disk_limit); delete files to make room]")
 
 

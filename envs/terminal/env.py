@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envs.base import TextEnv, given_or_default, pick_task, set_tasks
-from envs.sandbox import Sandbox, SandboxConfig, SandboxError
+from envs.sandbox import Sandbox, SandboxConfig, SandboxError, SandboxFullError
 from envs.sandbox.images import build_image, ensure_shared_image
 from envs.sandbox.integrity import scratch_find, scratch_tampering, tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
@@ -313,6 +313,9 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 code, out = sb.run("bash /tests/run-tests.sh", workdir="/tests",
                                    timeout=task.data["test_timeout_s"], environment={"TEST_DIR": "/tests"})
                 outcome = 1.0 if code == 0 else 0.0
+        except SandboxFullError as e:  # the agent filled the disk the tests had to go to
+            return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,
+                         "test_output": f"not graded: {e}"}
         except SandboxError as e:
             self._close_sandbox()
             return 0.0, {"infra_failure": True, "infra_reason": str(e)}

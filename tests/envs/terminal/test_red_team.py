@@ -157,7 +157,9 @@ def test_a_reward_planted_in_a_writable_logs_dir_is_not_read(env, terminal_confi
     env.reset(options={"task_id": HARBOR_AS_AGENT.task_id})
     env.unwrapped._sandbox.run("mkdir -p /logs && chmod 1777 /logs")  # as an image might leave it
     agent = [bash("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && " + REWARD_WRITER),
-             bash("sleep 0.3; cat /logs/verifier/reward.txt"), "DONE"]
+             # the loop truncates then writes: a read can fall between the two (CI saw '' once)
+             bash("sleep 0.3; for i in $(seq 200); do r=$(cat /logs/verifier/reward.txt); "
+                  "[ -n \"$r\" ] && break; done; echo \"$r\""), "DONE"]
     infos = []
     for reply in agent:
         obs, reward, terminated, truncated, info = env.step(reply)
