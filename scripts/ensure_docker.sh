@@ -13,8 +13,8 @@ if docker info >/dev/null 2>&1; then exit 0; fi
 # A data root on btrfs (a loop file, sparse: it takes what the images and containers take): there the
 # daemon can refuse a container's write past its disk ceiling (`--storage-opt size=`, a btrfs qgroup
 # limit; envs/sandbox/quota.py). overlay2 on ext4 has no quota and leaves the disk watch alone.
-# Opt in with NEXTSTATE_DOCKER_BTRFS=1 (the daemon's container starts and removals get ~0.2 s slower,
-# and the disk watch's looks ~100x: envs/sandbox/quota.py); any step that fails falls back to the default.
+# Opt in with NEXTSTATE_DOCKER_BTRFS=1 (image builds get several times slower, container starts and
+# removals ~0.1 s: envs/sandbox/quota.py); any step that fails falls back to Docker's default.
 btrfs_root() {
   local root=${NEXTSTATE_DOCKER_ROOT:-/var/lib/nextstate-docker} img
   img=$root.btrfs

@@ -1,27 +1,30 @@
 """The disk limit outside the scratch mounts: the container's writable layer is watched.
 
-The scratch mounts (envs/sandbox/disk.py) hold `disk_limit` each, and RLIMIT_FSIZE keeps any one file
-elsewhere within it; but a root agent could still write many files, each below the limit, anywhere
-else (/opt, /root, /usr): all of it on the host's disk. Docker's own quota (`--storage-opt size=`)
-needs overlay2 on xfs with project quotas, which a laptop or a CI runner rarely has; a read-only
-root filesystem would make every task that installs something (`apt-get`, `pip install`: Harbor
-tasks do) unsolvable, and the harness itself puts the tests there.
+The scratch mounts (envs/sandbox/disk.py) hold `disk_limit` each, and RLIMIT_FSIZE keeps any one
+file elsewhere within it; but a root agent could still write many files, each below the limit,
+anywhere else (/opt, /root, /usr): all of it on the host's disk. Docker's own quota (`--storage-opt
+size=`) needs btrfs, or overlay2 on xfs with project quotas, which a laptop or a CI runner rarely
+has; a read-only root filesystem would make every task that installs something (`apt-get`, `pip
+install`: Harbor tasks do) unsolvable, and the harness itself puts the tests there.
 
 So the container's writable layer is measured (the daemon's `SizeRw`: the bytes of the files the
-container added or changed; ~3 ms a call) every `interval` seconds while the agent acts, and once
-more at the end of each command. Past `disk_limit`, every process in the container but its main one
-is killed (`kill_all.sh`: a writer the agent detached from its shell goes too), the agent's shell is
-started afresh, and the command's next state names the limit. The episode goes on as the agent's:
-deleting files makes room again. Once over the limit, nothing may grow (the ceiling is the lowest
-size seen since), so a writer restarted over the limit is stopped at the next look.
+container added or changed; ~1 ms a call on overlay2) every `interval` seconds (0.05) while the
+agent acts. Past `disk_limit`, every process in the container but its main one is killed
+(`kill_all.sh`: a writer the agent detached from its shell goes too), the agent's shell is started
+afresh, and the command's next state names the limit. The episode goes on as the agent's: deleting
+files makes room again. Once over the limit, nothing may grow (the ceiling is the lowest size seen
+since), so a writer restarted over the limit is stopped at the next look.
 
-What it costs and what it lets through: one inspect call per interval per container (the daemon walks
-the layer's files for it: a layer of many files is looked at less often, down to every 2 s, so that
-the looks take ~5% of the daemon's time); what a writer can add within one interval (at 1 GB/s and
-0.2 s, ~200 MB) lands before it is stopped. It counts bytes, not files: empty files and directories
-(inodes) are not counted. While the tests run, only the
-agent's own processes are killed past the limit (`Sandbox.disk_watch_kills_only`: a non-root agent's
-keep running beside the tests); a root agent's are all gone by then, and the watch stops.
+What it costs and what it lets through: one inspect call per interval per container (the daemon
+walks the layer's files for it: a layer of many files is looked at less often, down to every 2 s, so
+that the looks take ~5% of the daemon's time); what a writer adds within one interval and the kill's
+`docker exec` lands before it is stopped: a root writer of 100 files of 4 MiB landed 128 MiB past a
+16m limit on an idle machine (319 MiB with looks every 0.2 s; benchmarks/disk_ceiling.py). Where the
+daemon can refuse the write itself, it does instead, and nothing is watched (envs/sandbox/quota.py).
+It counts bytes, not files: empty files and directories (inodes) are not counted. While the tests
+run, only the agent's own processes are killed past the limit (`Sandbox.disk_watch_kills_only`: a
+non-root agent's keep running beside the tests); a root agent's are all gone by then, and the watch
+stops.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 
-INTERVAL_S = 0.2
+INTERVAL_S = 0.05
 _SLACK = 1 << 20  # over the limit, a log line's growth is not yet a writer
 _SHARE = 20  # the wait between looks is at least this many times what a look takes
 _MAX_WAIT_S = 2.0
