@@ -32,7 +32,7 @@ def why_not() -> str | None:
 @contextlib.contextmanager
 def btrfs_daemon(images: tuple[str, ...] = (), size: str = "4G") -> Iterator[tuple[docker.DockerClient, str]]:
     """A daemon on a `size` sparse btrfs loop file, holding `images` (copied from the default
-    daemon): (its client, its DOCKER_HOST). Its containers, mount and files are gone afterwards."""
+    daemon, with all their tags): (its client, its DOCKER_HOST). Its containers, mount and files are gone afterwards."""
     root = f"/var/tmp/nsq-{os.getpid()}"  # short: containerd's socket paths live under it
     host = f"unix://{root}.sock"
     env = dict(os.environ, NEXTSTATE_DOCKER_BTRFS="1", NEXTSTATE_DOCKER_ROOT=root, NEXTSTATE_DOCKER_BTRFS_SIZE=size,
@@ -43,8 +43,11 @@ def btrfs_daemon(images: tuple[str, ...] = (), size: str = "4G") -> Iterator[tup
             raise SandboxError(f"no btrfs daemon (exit {p.returncode}): {p.stderr[-1000:]}")
         client = docker.DockerClient(base_url=host, timeout=120)
         default = docker.from_env()
-        for image in images:
-            client.images.load(default.images.get(image).save(named=image))
+        for name in images:  # with every tag it has there (a tag names what was built, by content)
+            image = default.images.get(name)
+            client.images.load(image.save(named=name))
+            for tag in image.tags:
+                client.images.get(name).tag(tag)
         yield client, host
     finally:
         _stop(root, host)

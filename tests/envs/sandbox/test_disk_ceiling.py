@@ -13,6 +13,7 @@ from agents.rollout import run_episode
 from envs.sandbox import Sandbox, SandboxFullError, docker_client, quota
 from envs.sandbox.btrfs_daemon import btrfs_daemon as start_btrfs_daemon
 from envs.sandbox.btrfs_daemon import why_not
+from envs.sandbox.disk import scratch_mounts
 from envs.task_formats import load_suite
 from envs.terminal.env import TerminalEnv
 from tests.paths import ROOT
@@ -26,11 +27,11 @@ WRITER = ("for i in $(seq 1 100); do head -c 4M /dev/zero > /opt/fill$i || break
 
 
 @pytest.fixture(scope="module")
-def btrfs_daemon(terminal_image):
-    """A Docker daemon on a 4 GB btrfs loop file, holding the terminal image; gone afterwards."""
+def btrfs_daemon(terminal_image, terminal_config):
+    """A Docker daemon on a 4 GB btrfs loop file, holding the terminal images; gone afterwards."""
     if why_not():
         pytest.skip(why_not())
-    with start_btrfs_daemon(images=(terminal_image,)) as (client, host):
+    with start_btrfs_daemon(images=(terminal_config.base_image, terminal_image)) as (client, host):
         yield client, host, terminal_image
 
 
@@ -82,10 +83,16 @@ def test_a_disk_the_agent_filled_fails_its_grading_not_the_harness(btrfs_daemon,
                                                                    monkeypatch):
     """A root agent fills its disk to the limit and says DONE: the tests cannot be copied in, and
     the episode is graded 0 as the agent's, with the reason, not filed as an infra failure."""
-    _, host, _ = btrfs_daemon
+    client, host, _ = btrfs_daemon
+    config = dataclasses.replace(sandbox_config, disk_limit="16m")
+    built = TerminalEnv(terminal_config, config, tasks=[AS_ROOT], run_id="pytest-disk-ceiling")
+    image = built.image_for(AS_ROOT)  # built on the default daemon: a layer commit on btrfs walks the whole tree
+    built.close()
+    seeded = scratch_mounts(docker_client(), image, ("/app", "/tmp", "/var/tmp", "/home"), "16m").image
+    for name in (image, seeded):  # (the scratch mounts are made once per process: the btrfs env reuses them)
+        client.images.load(docker_client().images.get(name).save(named=name))
     monkeypatch.setenv("DOCKER_HOST", host)
-    env = TerminalEnv(terminal_config, dataclasses.replace(sandbox_config, disk_limit="16m"),
-                      tasks=[AS_ROOT], run_id="pytest-disk-ceiling")
+    env = TerminalEnv(terminal_config, config, tasks=[AS_ROOT], run_id="pytest-disk-ceiling")
     try:
         traj = run_episode(env, ReplayAgent([f"```bash\n{WRITER}\n```", "DONE"]), AS_ROOT,
                            terminal_config.system_prompt)
