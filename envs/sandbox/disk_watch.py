@@ -8,17 +8,18 @@ has; a read-only root filesystem would make every task that installs something (
 install`: Harbor tasks do) unsolvable, and the harness itself puts the tests there.
 
 So the container's writable layer is measured (the daemon's `SizeRw`: the bytes of the files the
-container added or changed; ~1 ms a call on overlay2) every `interval` seconds (0.05) while the
-agent acts. Past `disk_limit`, every process in the container but its main one is killed
-(`kill_all.sh`: a writer the agent detached from its shell goes too), the agent's shell is started
-afresh, and the command's next state names the limit. The episode goes on as the agent's: deleting
-files makes room again. Once over the limit, nothing may grow (the ceiling is the lowest size seen
-since), so a writer restarted over the limit is stopped at the next look.
+container added or changed; ~1 ms a call on overlay2) while the agent acts, before a writer at disk
+speed (1 GB/s) could fill the room left: every 0.05 s near the limit, up to 0.5 s far below it. Past
+`disk_limit`, every process in the container but its main one is killed (`kill_all.sh`: a writer the
+agent detached from its shell goes too), the agent's shell is started afresh, and the command's next
+state names the limit. The episode goes on as the agent's: deleting files makes room again. Once
+over the limit, nothing may grow (the ceiling is the lowest size seen since), so a writer restarted
+over the limit is stopped at the next look.
 
 What it costs and what it lets through: one inspect call per interval per container (the daemon
 walks the layer's files for it: a layer of many files is looked at less often, down to every 2 s, so
 that the looks take ~5% of the daemon's time); what a writer adds within one interval and the kill's
-`docker exec` lands before it is stopped: a root writer of 100 files of 4 MiB landed 128 MiB past a
+`docker exec` lands before it is stopped: a root writer of 100 files of 4 MiB landed 109 MiB past a
 16m limit on an idle machine (319 MiB with looks every 0.2 s; benchmarks/disk_ceiling.py). Where the
 daemon can refuse the write itself, it does instead, and nothing is watched (envs/sandbox/quota.py).
 It counts bytes, not files: empty files and directories (inodes) are not counted. While the tests
@@ -33,7 +34,9 @@ import threading
 import time
 from collections.abc import Callable
 
-INTERVAL_S = 0.05
+INTERVAL_S = 0.05  # the shortest wait between looks, for a layer near its limit
+_ROOMY_WAIT_S = 0.5  # the longest, for a layer far below it
+_WRITE_BPS = 1 << 30  # a fast writer (dd wrote 1.1 GB/s into a container here)
 _SLACK = 1 << 20  # over the limit, a log line's growth is not yet a writer
 _SHARE = 20  # the wait between looks is at least this many times what a look takes
 _MAX_WAIT_S = 2.0
@@ -102,4 +105,8 @@ class DiskWatch:
             # looked at less often (a busy daemon makes one look slow now and then: the fastest of the
             # last three counts), and never less than every _MAX_WAIT_S.
             took.append(time.monotonic() - t0)
-            wait = min(_MAX_WAIT_S, max(self.interval, _SHARE * min(took)))
+            # The next look comes before a writer at disk speed could fill the room left (a layer far
+            # below its limit is looked at less often: the CPU of a look every 0.05 s, ~4% of a core
+            # per container, is spent only where the limit is near).
+            room = max(0, self._ceiling - self.last_size) / _WRITE_BPS
+            wait = min(_MAX_WAIT_S, max(self.interval, min(room, _ROOMY_WAIT_S), _SHARE * min(took)))
