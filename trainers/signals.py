@@ -13,6 +13,9 @@ advantages. They read only the types (`Trajectory`, `Step`, `Judgement`), never 
 sample carries the teacher's K most likely tokens at each position, and the update adds w_opd times
 the reverse KL to that distribution. Top-1 OPD can only push a sampled token up or down; top-K pulls
 the student toward what the hinted teacher would have said (e.g. a first word it never samples).
+`opd_positions: N` keeps the OPD term on the reply's first N tokens only (top-K: its token mean is
+then over those N): with a reference reply as the hint, a 135M teacher is right about how a reply
+opens and then rewards repeating that opening ("Hey!\n\nHey!\n\n...", results/personalization).
 
 `baseline: none` is the paper's personal-agent variant of prm / prm_opd (a conversation has no group
 of rollouts to compare): the step score itself is the advantage, no outcome is added, and steps
@@ -37,12 +40,15 @@ class SignalConfig:
     w_opd: float
     baseline: str  # stepwise (general agents) | none (personal agents: the score is the advantage)
     opd_topk: int  # 0: top-1 OPD (the sampled token's log p_T - log p_old); K: reverse KL to the teacher's top K
+    opd_positions: int = 0  # N > 0: the OPD term on the reply's first N tokens only; 0: on every token
 
     def __post_init__(self):
         if self.baseline not in ("stepwise", "none"):
             raise ValueError(f"signal.baseline must be stepwise or none, got {self.baseline!r}")
         if self.opd_topk < 0:
             raise ValueError(f"signal.opd_topk must be 0 (top-1 OPD) or a K > 0, got {self.opd_topk}")
+        if self.opd_positions < 0:
+            raise ValueError(f"signal.opd_positions must be 0 (every token) or an N > 0, got {self.opd_positions}")
 
 
 @dataclass
@@ -120,12 +126,16 @@ def build_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajec
             continue
         old = torch.tensor([st.old_logprobs])
         topk = has_hint and cfg.opd_topk > 0  # the OPD term is then a loss of its own, not an advantage
-        teacher = torch.tensor([st.teacher_logprobs]) if has_hint and not topk else old
+        teacher = old
+        if has_hint and not topk:  # past opd_positions the teacher is the old policy: no OPD there
+            n = cfg.opd_positions or len(st.teacher_logprobs)
+            teacher = torch.tensor([st.teacher_logprobs[:n] + st.old_logprobs[n:]])
         tok = combined_advantage(torch.tensor([a if has_score else 0.0]), teacher, old,
                                  torch.ones_like(old, dtype=torch.bool), w_rl=cfg.w_rl, w_opd=cfg.w_opd,
                                  has_hint=torch.tensor([has_hint and not topk]))
         sample = _sample(st, tok[0].tolist())
         if topk:
-            sample.teacher_top, sample.opd_weight = st.teacher_top, cfg.w_opd
+            sample.teacher_top = st.teacher_top[:cfg.opd_positions] if cfg.opd_positions else st.teacher_top
+            sample.opd_weight = cfg.w_opd
         samples.append(sample)
     return samples

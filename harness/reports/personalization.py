@@ -35,7 +35,8 @@ def feedback_of(cfg: dict) -> str:
 
 def signal_name(cfg: dict) -> str:
     sig = cfg["signal"]
-    return sig["name"] + (f"+top{sig['opd_topk']}" if sig["use_opd"] and sig.get("opd_topk") else "")
+    label = sig["name"] + (f"+top{sig['opd_topk']}" if sig["use_opd"] and sig.get("opd_topk") else "")
+    return label + (f"+first{sig['opd_positions']}" if sig["use_opd"] and sig.get("opd_positions") else "")
 
 
 def _points(run_dir: Path) -> dict[int, float]:

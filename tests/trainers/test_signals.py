@@ -50,6 +50,21 @@ def test_opd_uses_teacher_minus_old_and_drops_unhinted():
     assert len(samples) == 1 and samples[0].advantages == pytest.approx([0.5, 1.0])
 
 
+def test_opd_positions_keeps_the_opd_term_on_the_first_tokens_only():
+    trajs = [_traj("A", 0.0)]
+    steps = collect_steps(trajs)
+    steps[0].teacher_logprobs = [-0.5, -1.0]  # old [-1, -2]: every token [0.5, 1.0], the first only [0.5, 0]
+    first = SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0, opd_positions=1)
+    assert build_samples(first, steps, trajs)[0].advantages == pytest.approx([0.5, 0.0])
+    wide = SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0, opd_positions=5)
+    assert build_samples(wide, steps, trajs)[0].advantages == pytest.approx([0.5, 1.0])  # N past the reply: all
+    steps[0].teacher_top = [[(-0.1, 5)], [(-0.2, 6)]]
+    topk = SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=1, opd_positions=1)
+    assert build_samples(topk, steps, trajs)[0].teacher_top == [[(-0.1, 5)]]
+    with pytest.raises(ValueError, match="opd_positions"):
+        SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0, opd_positions=-1)
+
+
 def test_combined_hint_only_score_only_and_both():
     trajs = [_traj("A", 0.0, n_steps=1), _traj("A", 0.0, n_steps=1), _traj("B", 0.0)]
     steps = collect_steps(trajs)
