@@ -1,7 +1,8 @@
 """What the hard disk ceiling costs and buys, on the default daemon and on a second one started on
 btrfs (envs/sandbox/btrfs_daemon.py), in one run: a sandbox's start (to its first command), its
-removal, one look of the disk watch (`SizeRw`), and how far past a 16m limit a root writer of 100
-files of 4 MiB gets (the watch alone, then the watch plus the ceiling). Ends with one JSON line."""
+removal, one look of the disk watch (`SizeRw`), and how much a root writer of 100 files of 4 MiB
+lands against a 16m limit (the watch on the default daemon, the ceiling on btrfs). Ends with one JSON
+line."""
 from __future__ import annotations
 
 import dataclasses

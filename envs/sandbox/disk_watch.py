@@ -19,7 +19,7 @@ over the limit is stopped at the next look.
 What it costs and what it lets through: one inspect call per interval per container (the daemon
 walks the layer's files for it: a layer of many files is looked at less often, down to every 2 s, so
 that the looks take ~5% of the daemon's time); what a writer adds within one interval and the kill's
-`docker exec` lands before it is stopped: a root writer of 100 files of 4 MiB landed 109 MiB past a
+`docker exec` lands before it is stopped: a root writer of 100 files of 4 MiB landed 109 MiB against a
 16m limit on an idle machine (319 MiB with looks every 0.2 s; benchmarks/disk_ceiling.py). Where the
 daemon can refuse the write itself, it does instead, and nothing is watched (envs/sandbox/quota.py).
 It counts bytes, not files: empty files and directories (inodes) are not counted. While the tests

@@ -2,7 +2,7 @@
 
 The disk watch (envs/sandbox/disk_watch.py) holds the container's own disk to `disk_limit` by
 looking, so a writer gets past it by what it writes between two looks: a root agent writing 100
-files of 4 MiB landed 109 MiB past a 16m limit on an idle machine (benchmarks/disk_ceiling.py).
+files of 4 MiB landed 109 MiB against a 16m limit on an idle machine (benchmarks/disk_ceiling.py).
 Docker's `--storage-opt size=` makes the daemon refuse the write itself (EDQUOT, "Disk quota
 exceeded"), however fast the writer and however busy the machine, but only with some storage
 drivers: btrfs (a qgroup limit) and overlay2 on xfs mounted with project quotas (this kernel has no

@@ -1,7 +1,7 @@
 """`disk_limit` as a ceiling the daemon enforces (envs/sandbox/quota.py), on a real second Docker
 daemon that scripts/ensure_docker.sh starts on a btrfs data root, whatever the default daemon is:
 however fast the writer, the daemon refuses the write past the limit (the watch, on overlay2, let
-109 MiB of this writer past a 16m limit); a disk the agent filled fails the agent's grading, never
+109 MiB of this writer against a 16m limit); a disk the agent filled fails the agent's grading, never
 the harness's."""
 import dataclasses
 
