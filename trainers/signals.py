@@ -14,8 +14,8 @@ sample carries the teacher's K most likely tokens at each position, and the upda
 the reverse KL to that distribution. Top-1 OPD can only push a sampled token up or down; top-K pulls
 the student toward what the hinted teacher would have said (e.g. a first word it never samples).
 `opd_positions: N` keeps the OPD term on the reply's first N tokens only (top-K: its token mean is
-then over those N): with a reference reply as the hint, a 135M teacher is right about how a reply
-opens and then rewards repeating that opening ("Hey!\n\nHey!\n\n...", results/personalization).
+then over those N), for a hint that says how a reply should open. Tried against the personal agent's
+"Hey!\n\nHey!..." loop, it did not remove it (results/personalization/README.md).
 
 `baseline: none` is the paper's personal-agent variant of prm / prm_opd (a conversation has no group
 of rollouts to compare): the step score itself is the advantage, no outcome is added, and steps
