@@ -17,11 +17,11 @@ import docker.errors
 import requests.exceptions
 from docker.utils import parse_bytes
 
-from envs.sandbox.disk import FULL_MESSAGES, WAIT_FOR_SEED, disk_full, disk_note, layer_note, scratch_mounts
+from envs.sandbox.disk import WAIT_FOR_SEED, disk_full, disk_note, layer_note, scratch_mounts
 from envs.sandbox.disk_watch import DiskWatch
 from envs.sandbox.errors import SandboxError, SandboxFullError
 from envs.sandbox.labels import run_labels
-from envs.sandbox.quota import refused, storage_opt
+from envs.sandbox.quota import falls_back, storage_opt
 from envs.sandbox.shell import PersistentShell, ShellResult
 from nextstate.config import conf_defaults
 
@@ -131,8 +131,8 @@ class Sandbox:
         opt = storage_opt(self._client, image, parse_bytes(c.disk_limit)) if c.disk_limit and c.disk_ceiling else None
         try:
             return self._client.containers.run(image, command, detach=True, storage_opt=opt, **options), opt is not None
-        except docker.errors.APIError as e:  # no quota here, or the image counts more than estimated
-            if opt is None or not (refused(self._client, e) or "quota exceeded" in str(e).lower()):
+        except docker.errors.APIError as e:
+            if opt is None or not falls_back(self._client, e):
                 raise
         return self._client.containers.run(image, command, detach=True, **options), False
 
@@ -351,8 +351,7 @@ class Sandbox:
 
     def _upload_error(self, message: str) -> SandboxError:
         """A full disk in a live container is the agent's (SandboxFullError); anything else infra."""
-        text = message.lower()
-        if any(s.lower() in text for s in FULL_MESSAGES) and self._running():
+        if disk_full(message) and self._running():
             return SandboxFullError(f"{message} (the container's disk is full: sandbox.disk_limit is "
                                     f"{self.config.disk_limit})")
         return SandboxError(message)

@@ -40,7 +40,8 @@ from envs.sandbox.errors import SandboxError
 _STAGE = ".nextstate-seed"
 _SEEDED = "nextstate-seeded"  # the repository of the images holding the staged files
 _PAGE = 4096
-FULL_MESSAGES = ("No space left on device", "File size limit exceeded", "File too large", "Disk quota exceeded")
+# lower case: a shell prints "Disk quota exceeded", the daemon's copy into a container "disk quota exceeded"
+_FULL = ("no space left on device", "file size limit exceeded", "file too large", "disk quota exceeded")
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ def _quote(path: str) -> str:
 
 
 def disk_full(output: str) -> bool:
-    return any(s in output for s in FULL_MESSAGES)
+    output = output.lower()
+    return any(s in output for s in _FULL)
 
 
 def disk_note(limit: str, scratch: tuple[str, ...]) -> str:

@@ -393,7 +393,8 @@ def test_a_non_root_agents_writer_is_stopped_while_and_after_the_tests_run(small
     sandbox = small_disk_env.unwrapped._sandbox
     # The watch acts between looks, so a fast writer gets past the limit: ~24-28 MiB on a quiet machine,
     # 76 MiB once in a clean-clone `make test` on 2 busy cores (session 14). The bound is what tells
-    # "stopped" from the 200 MiB of before; the overshoot under load is a known weakness (issue 21).
+    # "stopped" from the 200 MiB of before. A daemon with disk quotas refuses the write instead
+    # (tests/envs/sandbox/test_disk_ceiling.py); what the watch lets through is in README.
     assert sandbox._layer_size() <= (16 + 112) << 20, sandbox._layer_size() >> 20
 
 
