@@ -31,6 +31,7 @@ SPLITS = ("train", "test")
 REQUIRED = ("name", "version", "seed", "wants", "templates", "slots", "train_slots", "test_slots",
             "reference", "n_train", "n_test", "digest")
 OPTIONAL = ("difficulty", "thanks")
+WANT_OPTIONS = ("complaints", "gate", "not_in_request")
 MIN_PHRASINGS = 3
 # `{slot}` or `{slot.field}`; regex quantifiers such as `{2,}` in a `matches` value are left alone
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)(?:\.([a-z_][a-z0-9_]*))?\}")
@@ -73,6 +74,17 @@ def _fill_value(path: Path, value: Any, values: dict[str, Any]) -> Any:
     return out
 
 
+def _unsaid(path: Path, task_id: str, phrases: list[str], request: str) -> list[str]:
+    """The phrases the request does not already say. Without this, "on topic" was met by echoing the
+    question: an RL policy learned "The quickest way to cool down a hot room is to cool down a hot
+    room." and scored 1.0 on every held-out request (session 16)."""
+    left = [p for p in phrases if p.lower() not in request.lower()]
+    if not left:
+        raise TaskFormatError(f"{path}: {task_id}: every phrase of a not_in_request want is in the request "
+                              f"{request!r} ({phrases}): add words an answer says and the question does not")
+    return left
+
+
 def _check_shape(path: Path, d: Any) -> None:
     """Everything but the generated requests: keys, types, wants, word lists."""
     if not isinstance(d, dict):
@@ -110,11 +122,14 @@ def _check_shape(path: Path, d: Any) -> None:
     if not isinstance(d["wants"], list) or not d["wants"]:
         raise TaskFormatError(f"{path}: wants must be a non-empty list")
     for i, w in enumerate(d["wants"]):
-        checks = [k for k in (w if isinstance(w, dict) else {}) if k not in ("complaints", "gate")]
+        checks = [k for k in (w if isinstance(w, dict) else {}) if k not in WANT_OPTIONS]
         if len(checks) != 1 or checks[0] not in CHECKS:
             raise TaskFormatError(f"{path}: want {i} must be one of {sorted(CHECKS)} with complaints, got {w!r}")
-        if not isinstance(w.get("gate", False), bool):
-            raise TaskFormatError(f"{path}: want {i} ({checks[0]}): gate is true or false, got {w['gate']!r}")
+        for option in ("gate", "not_in_request"):
+            if not isinstance(w.get(option, False), bool):
+                raise TaskFormatError(f"{path}: want {i} ({checks[0]}): {option} is true or false, got {w[option]!r}")
+        if w.get("not_in_request") and checks[0] != "contains_any":
+            raise TaskFormatError(f"{path}: want {i} ({checks[0]}): not_in_request applies to contains_any only")
         phrasings = w.get("complaints")
         if (not isinstance(phrasings, list) or len({str(p).strip() for p in phrasings}) < MIN_PHRASINGS
                 or not all(isinstance(p, str) and p.strip() for p in phrasings)):
@@ -141,9 +156,12 @@ def _generate(path: Path, d: dict, split: str) -> list[Task]:
         task_id = f"{d['name']}-{split}-{len(tasks):03d}"
         wants = []
         for w in d["wants"]:
-            check = next(k for k in w if k not in ("complaints", "gate"))
+            check = next(k for k in w if k not in WANT_OPTIONS)
             complaint = _fill(path, rng.choice(w["complaints"]), values)
-            wants.append(_want(path, {check: _fill_value(path, w[check], values), "complaint": complaint}))
+            value = _fill_value(path, w[check], values)
+            if w.get("not_in_request"):
+                value = _unsaid(path, task_id, value, text)
+            wants.append(_want(path, {check: value, "complaint": complaint}))
         request = Request(text, tuple(wants), thanks, _fill(path, d["reference"], values).strip())
         unmet = request.first_unmet(request.reference)
         if unmet is not None:

@@ -160,6 +160,10 @@ BAD = [
     (dict(wants=[{"matches": "(", "complaints": ["a", "b", "c"]}]), "bad pattern"),
     (dict(wants=[{"max_words": 2, "complaints": ["a", "b", "c"]}]), "reference misses the want max_words"),
     (dict(wants=[{"max_words": 9, "gate": "yes", "complaints": ["a", "b", "c"]}]), "gate is true or false"),
+    (dict(wants=[{"max_words": 9, "not_in_request": True, "complaints": ["a", "b", "c"]}]),
+     "not_in_request applies to contains_any only"),
+    (dict(wants=[{"contains_any": ["{who}"], "not_in_request": True, "complaints": ["a", "b", "c"]}]),
+     "every phrase of a not_in_request want"),
     (dict(templates=["About {fruit.name} and {colour}."]), r"\{colour\} .* is not a slot"),
     (dict(templates=["About {fruit}."]), r"write \{fruit.<field>\}"),
     (dict(test_slots={"fruit": [{"name": "apples", "keys": ["apple"]}]}), "test requests are also train requests"),
@@ -192,6 +196,33 @@ def test_missing_keys_and_bad_yaml_are_clear_errors(tmp_path):
     path.write_text("name: [tiny\n")
     with pytest.raises(TaskFormatError, match="invalid YAML"):
         load_persona(path)
+
+
+def test_a_not_in_request_want_drops_the_phrases_the_request_already_says(tmp_path):
+    wants = [{"contains_any": ["{fruit.keys}", "{who}"], "not_in_request": True, "gate": True,
+              "complaints": ["A fruit.", "Fruit?", "Which fruit?"]}]
+    tiny = _tiny(wants=wants, templates=["Tell {who} about {fruit.keys}s."], reference="hi {who}: pome, perry",
+                 test_slots={"fruit": [{"name": "pears", "keys": ["pear", "perry"]}]})
+    requests = [t.data["requests"][0] for t in load_persona(_write(tmp_path, tiny))]
+    # "apple" / "pear" and the name are in the request, so they do not count
+    assert [r.wants[0].value for r in requests] == [["pome"], ["pome"], ["perry"]]
+    assert all(r.first_unmet(r.text) is not None for r in requests)  # echoing the request misses it
+
+
+@pytest.mark.parametrize("name", ["brief", "casual", "student"])
+def test_red_team_echoing_the_request_is_not_on_topic(env, name):
+    """The attack an RL policy found (session 16): restate the question in a short sentence ("The
+    quickest way to cool down a hot room is to cool down a hot room.") and meet every want of `brief`
+    without answering. Every request of the personas whose gate is "answers the question" must fail
+    its gate on the request itself, reworded or not; `teacher` is left out on purpose: its gate is
+    "cites the work", which the request quotes."""
+    for task in SUITES[name]:
+        (request,) = task.data["requests"]
+        question = request.text.rstrip("?!. ")
+        for echo in (request.text, f"The answer to {question} is {question}.", f"hey, {question.lower()}"):
+            env.reset(options={"task_id": task.task_id})
+            info = env.step(echo)[4]
+            assert info["next_state"].fields["unmet"] == "contains_any", (task.task_id, echo)
 
 
 def test_the_no_list_and_encouragement_rules_check_what_they_say():
