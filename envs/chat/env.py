@@ -89,7 +89,8 @@ class ChatEnv(TextEnv):
             if self._turn < len(requests):
                 said = f"{said}\n\n{requests[self._turn].text}"
         ns = NextState("user", said, fields={"turn": turn, "satisfied": satisfied,
-                                               "unmet": None if satisfied else (unmet.check if unmet else "empty")})
+                                               "unmet": None if satisfied else (unmet.check if unmet else "empty"),
+                                               "wish": request.wish(reply) if reply else ""})
         info = {"next_state": ns, "step_label": {"satisfied": satisfied}}
         if self._turn < len(requests):
             return said, 0.0, False, False, info

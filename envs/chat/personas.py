@@ -31,7 +31,7 @@ SPLITS = ("train", "test")
 REQUIRED = ("name", "version", "seed", "wants", "templates", "slots", "train_slots", "test_slots",
             "reference", "n_train", "n_test", "digest")
 OPTIONAL = ("difficulty", "thanks")
-WANT_OPTIONS = ("complaints", "gate", "not_in_request")
+WANT_OPTIONS = ("complaints", "gate", "not_in_request", "instruction")
 MIN_PHRASINGS = 3
 # `{slot}` or `{slot.field}`; regex quantifiers such as `{2,}` in a `matches` value are left alone
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)(?:\.([a-z_][a-z0-9_]*))?\}")
@@ -125,6 +125,8 @@ def _check_shape(path: Path, d: Any) -> None:
         checks = [k for k in (w if isinstance(w, dict) else {}) if k not in WANT_OPTIONS]
         if len(checks) != 1 or checks[0] not in CHECKS:
             raise TaskFormatError(f"{path}: want {i} must be one of {sorted(CHECKS)} with complaints, got {w!r}")
+        if not isinstance(w.get("instruction", ""), str):
+            raise TaskFormatError(f"{path}: want {i} ({checks[0]}): instruction is a string, got {w['instruction']!r}")
         for option in ("gate", "not_in_request"):
             if not isinstance(w.get(option, False), bool):
                 raise TaskFormatError(f"{path}: want {i} ({checks[0]}): {option} is true or false, got {w[option]!r}")
@@ -161,7 +163,7 @@ def _generate(path: Path, d: dict, split: str) -> list[Task]:
             value = _fill_value(path, w[check], values)
             if w.get("not_in_request"):
                 value = _unsaid(path, task_id, value, text)
-            wants.append(_want(path, {check: value, "complaint": complaint}))
+            wants.append(_want(path, {check: value, "complaint": complaint, "instruction": w.get("instruction", "")}))
         request = Request(text, tuple(wants), thanks, _fill(path, d["reference"], values).strip())
         unmet = request.first_unmet(request.reference)
         if unmet is not None:

@@ -62,6 +62,7 @@ class Want:
     check: str
     value: Any
     complaint: str  # what the user says when a reply misses it
+    instruction: str = ""  # the wish stated plainly, for the oracle's `hints=wish` (never shown to the policy)
 
     def met(self, reply: str) -> bool:
         return CHECKS[self.check][0](reply, self.value)
@@ -77,6 +78,11 @@ class Request:
     def first_unmet(self, reply: str) -> Want | None:
         return next((w for w in self.wants if not w.met(reply)), None)
 
+    def wish(self, reply: str) -> str:
+        """What a perfect hint extractor would take from the user's answer: every unmet want's
+        instruction ("" when all are met or none has one)."""
+        return " ".join(w.instruction for w in self.wants if w.instruction and not w.met(reply))
+
 
 def reply_text(action: str) -> str:
     """What the user reads: the reply without reasoning blocks (an unfinished one hides the rest)."""
@@ -85,7 +91,7 @@ def reply_text(action: str) -> str:
 
 
 def _want(path: Path, d: dict) -> Want:
-    checks = [k for k in d if k != "complaint"]
+    checks = [k for k in d if k not in ("complaint", "instruction")]
     if len(checks) != 1 or checks[0] not in CHECKS or not isinstance(d.get("complaint"), str):
         raise TaskFormatError(f"{path}: a want is one of {sorted(CHECKS)} with a complaint: {d}")
     name, value = checks[0], d[checks[0]]
@@ -97,7 +103,7 @@ def _want(path: Path, d: dict) -> Want:
             re.compile(value)
         except re.error as e:
             raise TaskFormatError(f"{path}: matches: bad pattern {value!r}: {e}") from e
-    return Want(name, value, d["complaint"].strip())
+    return Want(name, value, d["complaint"].strip(), str(d.get("instruction") or "").strip())
 
 
 def load_task(path: Path) -> Task:

@@ -50,6 +50,12 @@ def _oracle_hinter(s: FeedbackSources) -> Hinter:
     return lambda steps: oracle.hints_for([st.group for st in steps], [st.step for st in steps])
 
 
+def _wish_hinter(s: FeedbackSources) -> Hinter:
+    """The env's statement of what the reply missed (chat personas: each unmet want's instruction), as a
+    perfect hint extractor would read it from the complaint. An oracle: it reads the env's labels."""
+    return lambda steps: [st.step.next_state.fields.get("wish") or None for st in steps]
+
+
 def _next_state_hinter(s: FeedbackSources) -> Hinter:
     return lambda steps: [next_state_hint(st.step, s.hints_cfg.min_chars) for st in steps]
 
@@ -62,6 +68,7 @@ HINTERS: dict[str, Feedback[Hinter]] = {
     "model": Feedback(_model_hinter, needs_model=True, reads_labels=False),
     "oracle": Feedback(_oracle_hinter, needs_model=False, reads_labels=True),
     "next_state": Feedback(_next_state_hinter, needs_model=False, reads_labels=False),
+    "wish": Feedback(_wish_hinter, needs_model=False, reads_labels=True),
 }
 
 

@@ -249,6 +249,20 @@ def test_the_reference_gets_outcome_1_and_thanks(env):
     assert info["first_reply_wants"] == {"contains_all": True, "contains_any": True, "max_words": True, "matches": True}
 
 
+def test_the_next_state_carries_every_unmet_wish_for_the_oracle_hint(env):
+    """`hints=wish` reads `fields["wish"]`: each missed want's instruction, in order; none once all are met."""
+    task = env._by_id["casual-test-000"]
+    (request,) = task.data["requests"]
+    env.reset(options={"task_id": task.task_id})
+    info = env.step("Sure! " + " ".join(["word"] * 40))[4]
+    assert info["next_state"].fields["wish"] == ('Answer the question itself, with the concrete answer. '
+                                                 'Open the reply with "hey". Keep it under 30 words.')
+    assert "hey" not in info["next_state"].text.lower().split()  # the complaint names one want; the wish all
+    env.reset(options={"task_id": task.task_id})
+    assert env.step(request.reference)[4]["next_state"].fields["wish"] == ""
+    assert all(w.instruction for suite in SUITES.values() for w in suite[0].data["requests"][0].wants)
+
+
 def test_a_reply_meeting_2_of_4_wants_scores_half_and_hears_one_phrasing(env):
     task = env._by_id["brief-train-003"]
     (request,) = task.data["requests"]

@@ -89,3 +89,17 @@ def test_next_state_hint_is_what_came_back_clipped_and_short_replies_are_none():
     assert next_state_hint(mk("thanks"), 10) is None and next_state_hint(mk("0123456789"), 10) is None
     long = next_state_hint(mk("x" * 1000 + "y" * 1000), 10)
     assert long.startswith("x" * 750) and long.endswith("y" * 750) and "[...]" in long and len(long) < 1520
+
+
+def test_the_wish_hinter_passes_the_envs_unmet_wishes_and_no_hint_when_none():
+    from trainers.feedback.registry import HINTERS
+    from trainers.signals import JudgedStep
+
+    def mk(wish: str) -> JudgedStep:
+        step = Step(0, [{"role": "user", "content": "q"}], "a", NextState(kind="user", text="Too long.",
+                                                                           fields={"wish": wish}))
+        return JudgedStep("g", 0, 0, [1], [2], [-0.5], 0.0, step)
+
+    hinter = HINTERS["wish"].build(None)
+    assert HINTERS["wish"].reads_labels and not HINTERS["wish"].needs_model  # an oracle: only where there are tasks
+    assert hinter([mk("Keep it under 30 words."), mk("")]) == ["Keep it under 30 words.", None]
