@@ -53,7 +53,13 @@ def _oracle_hinter(s: FeedbackSources) -> Hinter:
 def _wish_hinter(s: FeedbackSources) -> Hinter:
     """The env's statement of what the reply missed (chat personas: each unmet want's instruction), as a
     perfect hint extractor would read it from the complaint. An oracle: it reads the env's labels."""
-    return lambda steps: [st.step.next_state.fields.get("wish") or None for st in steps]
+    def hints(steps: list[JudgedStep]) -> list[str | None]:
+        if any("wish" not in st.step.next_state.fields for st in steps):
+            raise SystemExit("hints=wish needs an env whose next state states the user's wishes (env=chat); "
+                             "use hints=oracle, model or next_state here")
+        return [st.step.next_state.fields["wish"] or None for st in steps]
+
+    return hints
 
 
 def _next_state_hinter(s: FeedbackSources) -> Hinter:

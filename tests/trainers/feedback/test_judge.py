@@ -103,3 +103,6 @@ def test_the_wish_hinter_passes_the_envs_unmet_wishes_and_no_hint_when_none():
     hinter = HINTERS["wish"].build(None)
     assert HINTERS["wish"].reads_labels and not HINTERS["wish"].needs_model  # an oracle: only where there are tasks
     assert hinter([mk("Keep it under 30 words."), mk("")]) == ["Keep it under 30 words.", None]
+    terminal = JudgedStep("g", 0, 0, [1], [2], [-0.5], 0.0, Step(0, [], "ls", NextState(kind="shell", text="")))
+    with pytest.raises(SystemExit, match="hints=wish needs an env"):  # not a silent run without OPD
+        hinter([terminal])
