@@ -23,7 +23,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from agents.factory import model_path
 from envs.chat.personas import load_personas
 from nextstate.config import compose, model_config
-from trainers.feedback.model_judge import fill
+from nextstate.types import NextState, Step
+from trainers.feedback.model_judge import teacher_messages
 
 
 def first_token_masks(tok) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,9 +40,10 @@ def shift(persona: str, n: int, tok, model, system: str, suffix: str) -> dict:
     out: dict[str, list[float]] = {f"{k}_{a}": [] for k in ("ref_logp", "lower", "hey") for a in arms}
     for task in load_personas(persona, split="train")[:n]:
         request = task.data["requests"][0]
-        for arm, user in (("plain", request.text), ("hinted", request.text + fill(suffix, hint=request.reference))):
-            prompt = tok.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                                             add_generation_prompt=True, return_dict=True)["input_ids"]
+        plain = [{"role": "system", "content": system}, {"role": "user", "content": request.text}]
+        step = Step(0, plain, request.reference, NextState(kind="user", text=""))
+        for arm, messages in (("plain", plain), ("hinted", teacher_messages(step, request.reference, suffix))):
+            prompt = tok.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
             ref = tok(request.reference, add_special_tokens=False)["input_ids"]
             with torch.no_grad():
                 logp = model(torch.tensor([prompt + ref])).logits[0].log_softmax(-1)
@@ -72,7 +74,7 @@ def main() -> None:
         summary[persona] = row
     print(json.dumps({"metric": "hint_shift_ref_logp_gain", "value": round(
         sum(r["ref_logp_hinted"] - r["ref_logp_plain"] for r in summary.values()) / len(summary), 3),
-        "higher_is_better": None, **{p: r for p, r in summary.items()}}))
+        "higher_is_better": None, **summary}))
 
 
 if __name__ == "__main__":
