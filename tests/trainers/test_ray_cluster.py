@@ -72,17 +72,22 @@ def test_rollout_workers_land_on_both_nodes(cluster, tmp_path):
 def test_a_node_lost_mid_run_costs_no_sample(cluster, tmp_path):
     c, nodes = cluster
     loops = _loops(tmp_path, produce_s=0.5, workers=4, batch_size=4, max_staleness=100)
-    after = []
+    after, left = [], []
 
     def on_update(r):
-        if r.version == 2:  # groups are in flight on both nodes now
-            c.remove_node(nodes[0], allow_graceful=False)
+        if r.version == 2:  # groups are in flight now; lose a node that holds rollout workers
+            # SPREAD is best effort: on a loaded machine all workers can land on one node (CI once
+            # removed a node that held only a judge), so the victim is chosen from where they are
+            hosting = set(_nodes(loops.rollout_actors))
+            victim = next(n for n in nodes if n.node_id in hosting)
+            left.extend(n.node_id for n in nodes if n is not victim)
+            c.remove_node(victim, allow_graceful=False)
         if r.version == 5:
             after.extend(_nodes(loops.rollout_actors))
     reports = loops.run(updates=6, on_update=on_update)
     assert [r.version for r in reports] == [1, 2, 3, 4, 5, 6]
     assert sum(r.restarts.get("rollout", 0) for r in reports) >= 1  # its workers died and were restarted
-    assert set(after) == {nodes[1].node_id}  # ... on the node that is left
+    assert set(after) == set(left)  # ... on the node that is left
     _trained_once(reports)
 
 
