@@ -232,10 +232,10 @@ def fresh_state(tr: Training) -> RunState:
     (tr.run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
     cache = EvalCache(Path(tr.cfg.paths.cache_dir) / "evals", tr.init_path, tr.env_cfg, tr.test_tasks,
                       tr.eval_sampling, tr.cfg.seed if getattr(tr.env, "seed_shapes_episodes", True) else None)
-    before = cache.get()
+    before = cache.get(episodes_to=tr.run_dir / "eval_before.jsonl")
     if before is None:
         before = tr.evaluate("eval before", tr.run_dir / "eval_before.jsonl")
-        cache.put(before)
+        cache.put(before, episodes=tr.run_dir / "eval_before.jsonl")
     return RunState(success_before=before["success_rate"], curve=[[0, before["success_rate"]]])
 
 

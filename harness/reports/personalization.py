@@ -6,7 +6,11 @@ row of `scores.csv` (persona, signal, judge, seed, updates, score, ...): the hel
 many updates, the share of test requests whose first greedy reply met every preference. From those
 rows alone (so the table can be recomputed) come `table.md`: the score at 8 and 16 updates per signal
 and judge, mean ± 95% CI over seeds and the paired Δ against outcome reward of the same seed; and
-`curves.png`: the mean score against updates, one line per (signal, judge).
+`curves.png`: the mean score against updates, one line per (signal, judge). Beside the score, each
+preference on its own (issue 19's "the rate of each preference"): `wants.csv` (one row per evaluation
+and preference, read from the runs' saved first replies), a table under the score's in `table.md`,
+and `wants.png`. A score that stays flat while one preference goes from 3 to 28 of 30 is learning the
+score cannot show; the per-preference rates show it, and which preference holds the score down.
 
 `judge` is the feedback a run learned from (aggregate.feedback): `oracle` (the user's own verdict, and
 their complaint as the hint), `model` (the policy's initial checkpoint as the judge and hint extractor)
@@ -21,10 +25,11 @@ import json
 from pathlib import Path
 
 from harness.reports.aggregate import BASELINE_SIGNAL, Stat, by_seed, feedback, paired_deltas, signal_rank
-from harness.reports.plots import score_curves
+from harness.reports.plots import score_curves, want_curves
 from nextstate.atomic import write_text_atomic
 
 COLUMNS = ("persona", "signal", "judge", "seed", "updates", "score", "run_dir")
+WANT_COLUMNS = ("persona", "signal", "judge", "seed", "updates", "want", "rate", "run_dir")
 
 
 def feedback_of(cfg: dict) -> str:
@@ -74,6 +79,59 @@ def run_scores(run_dir: Path) -> list[dict]:
             "run_dir": str(run_dir)}
     return [{**base, "updates": u, "score": round(s, 4)} for u, s in sorted(_points(run_dir).items())
             if s is not None]
+
+
+def _eval_files(run_dir: Path, iterations: int) -> list[tuple[int, Path]]:
+    """(updates, episodes file) of every evaluation a run saved."""
+    files = [(0, run_dir / "eval_before.jsonl"), (iterations, run_dir / "eval_after.jsonl")]
+    files += [(int(p.stem.removeprefix("eval_it")), p) for p in run_dir.glob("eval_it*.jsonl")
+              if p.stem.removeprefix("eval_it").isdigit()]
+    return sorted((u, p) for u, p in files if p.exists())
+
+
+def want_rates(episodes_file: Path) -> dict[str, float]:
+    """Preference -> the share of graded episodes whose first reply met it (infra failures left out)."""
+    met: dict[str, list[bool]] = {}
+    for line in episodes_file.read_text().splitlines():
+        ep = json.loads(line) if line.strip() else {}
+        if ep.get("infra_failure"):
+            continue
+        for want, ok in ((ep.get("info") or {}).get("first_reply_wants") or {}).items():
+            met.setdefault(want, []).append(bool(ok))
+    return {w: round(sum(v) / len(v), 4) for w, v in met.items()}
+
+
+def run_wants(run_dir: Path) -> list[dict]:
+    """One row per (evaluation, preference) of a persona training run."""
+    import yaml
+
+    cfg_file = run_dir / ".hydra" / "config.yaml"
+    if not cfg_file.exists():
+        return []
+    cfg = yaml.safe_load(cfg_file.read_text())
+    persona = (cfg.get("env") or {}).get("persona")
+    if not persona or (cfg.get("mode") or {}).get("name") != "train":
+        return []
+    base = {"persona": persona, "signal": signal_name(cfg), "judge": feedback_of(cfg), "seed": cfg["seed"],
+            "run_dir": str(run_dir)}
+    return [{**base, "updates": u, "want": w, "rate": r}
+            for u, f in _eval_files(run_dir, int(cfg["mode"]["iterations"])) for w, r in want_rates(f).items()]
+
+
+def _read_wants(path: Path) -> list[dict]:
+    """Want rows from a sweep dir, or from the wants.csv beside a scores.csv (none if it has none)."""
+    if path.is_dir():
+        return [r for d in sorted(p.parent.parent for p in path.glob("*/.hydra/config.yaml")) for r in run_wants(d)]
+    beside = path.with_name("wants.csv")
+    if not beside.exists():
+        return []
+    with open(beside, newline="") as f:
+        return [{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "rate": float(r["rate"])}
+                for r in csv.DictReader(f)]
+
+
+def collect_wants(inputs: list[Path]) -> list[dict]:
+    return [r for path in inputs for r in _read_wants(path)]
 
 
 def _read(path: Path) -> list[dict]:
@@ -136,14 +194,51 @@ def table(rows: list[dict], at: tuple[int, ...] | None = None) -> str:
     return out.getvalue()
 
 
-def write(rows: list[dict], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+def _mean_cell(by_seed_rate: dict[int, float]) -> str:
+    if not by_seed_rate:
+        return "-"
+    n = len(by_seed_rate)
+    return f"{sum(by_seed_rate.values()) / n:.2f}" + (f" (n={n})" if n > 1 else "")
+
+
+def wants_table(wants: list[dict]) -> str:
+    """Markdown: per persona, signal, judge and preference, the share of held-out first replies that
+    met it at each evaluation (mean over the seeds that have it)."""
+    if not wants:
+        return ""
+    groups: dict[tuple[str, str, str, str], dict[int, dict[int, float]]] = {}
+    for r in wants:
+        groups.setdefault((r["persona"], r["signal"], r["judge"], r["want"]), {}).setdefault(
+            r["updates"], {})[r["seed"]] = r["rate"]
+    at = sorted({u for g in groups.values() for u in g})
+    out = io.StringIO()
+    out.write("| persona | signal | judge | preference | " + " | ".join(f"@{u}" for u in at) + " |\n")
+    out.write("|" + "---|" * (4 + len(at)) + "\n")
+    for key in sorted(groups, key=lambda k: (k[0], k[2] != "-", k[2], signal_rank(k[1]), k[1])):
+        cells = [_mean_cell(groups[key].get(u, {})) for u in at]
+        out.write(f"| {' | '.join(key)} | " + " | ".join(cells) + " |\n")
+    return out.getvalue()
+
+
+def _csv(rows: list[dict], columns: tuple[str, ...], sort_by: tuple[str, ...]) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    w.writerows(sorted(rows, key=lambda r: tuple(str(r[k]).zfill(4) for k in COLUMNS[:5])))
-    write_text_atomic(out / "scores.csv", buf.getvalue())
-    write_text_atomic(out / "table.md", table(rows))
+    w.writerows(sorted(rows, key=lambda r: tuple(str(r[k]).zfill(4) for k in sort_by)))
+    return buf.getvalue()
+
+
+def write(rows: list[dict], out: Path, wants: list[dict] | None = None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "scores.csv", _csv(rows, COLUMNS, COLUMNS[:5]))
+    md = table(rows)
+    if wants:
+        write_text_atomic(out / "wants.csv", _csv(wants, WANT_COLUMNS, WANT_COLUMNS[:6]))
+        md += ("\n**Per preference**: the share of the held-out first replies that met it (mean over seeds; "
+               "`contains_any` is the on-topic gate, `matches` the persona's pattern, e.g. no list):\n\n"
+               + wants_table(wants))
+        want_curves(wants, out / "wants.png")
+    write_text_atomic(out / "table.md", md)
     score_curves(rows, out / "curves.png")
 
 
@@ -155,7 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = collect(args.inputs)
     if not rows:
         raise SystemExit(f"error: no persona training runs with an evaluation in {[str(p) for p in args.inputs]}")
-    write(rows, args.out)
+    wants = collect_wants(args.inputs)
+    write(rows, args.out, wants)
     print(table(rows))
-    print(f"[personalization] {len(rows)} scores -> {args.out}/scores.csv, table.md, curves.png")
+    if wants:
+        print(wants_table(wants))
+    print(f"[personalization] {len(rows)} scores -> {args.out}/scores.csv, table.md, curves.png"
+          + (f"; {len(wants)} preference rates -> wants.csv, wants.png" if wants else ""))
     return 0

@@ -166,3 +166,34 @@ def score_curves(rows: list[dict], path: Path) -> Path:
         ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure_atomic(fig, path)
+
+
+def want_curves(wants: list[dict], path: Path) -> Path:
+    """Each preference's held-out rate against updates: a row of panels per persona, one panel per
+    preference, one line per (signal, judge), mean over seeds."""
+    plt = _pyplot()
+    personas = sorted({r["persona"] for r in wants})
+    names = {p: sorted({r["want"] for r in wants if r["persona"] == p}) for p in personas}
+    cols = max(len(n) for n in names.values())
+    fig, axes = plt.subplots(len(personas), cols, figsize=(3.6 * cols, 3.2 * len(personas)), squeeze=False)
+    for row, persona in zip(axes, personas):
+        for ax in row[len(names[persona]):]:
+            ax.axis("off")
+        for ax, want in zip(row, names[persona]):
+            lines: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+            for r in wants:
+                if r["persona"] == persona and r["want"] == want:
+                    lines[(r["signal"], r["judge"])][r["updates"]].append(r["rate"])
+            for (signal, judge), pts in sorted(lines.items()):
+                xs = sorted(pts)
+                ax.plot(xs, [Stat.of(pts[x]).mean for x in xs], marker="o", ms=3,
+                        label=signal if judge == "-" else f"{signal} ({judge})",
+                        linestyle="--" if judge == "model" else "-")
+            ax.set_title(f"{persona}: {want}", fontsize=9)
+            ax.set_xlabel("updates", fontsize=8)
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        row[0].set_ylabel("share of first replies meeting it", fontsize=8)
+        row[0].legend(fontsize=6)
+    fig.tight_layout()
+    return save_figure_atomic(fig, path)

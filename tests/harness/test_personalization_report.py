@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.reports.personalization import collect, feedback_of, table, write
+from harness.reports.personalization import collect, collect_wants, feedback_of, table, wants_table, write
 from nextstate.config import CONF_DIR, compose
 
 
@@ -17,7 +17,7 @@ def _run(root: Path, name: str, signal: str, seed: int, scores: dict[int, float]
     d = root / name
     (d / ".hydra").mkdir(parents=True)
     use_prm, use_opd = signal in ("prm", "prm_opd"), signal in ("opd", "prm_opd")
-    cfg = {"seed": seed, "env": {"persona": "casual"}, "mode": {"name": "train"},
+    cfg = {"seed": seed, "env": {"persona": "casual"}, "mode": {"name": "train", "iterations": max(scores)},
            "signal": {"name": signal, "use_prm": use_prm, "use_opd": use_opd, "opd_topk": topk},
            "judge": {"name": judge}, "hints": {"name": hints}}
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -73,6 +73,35 @@ def test_table_means_intervals_and_paired_deltas_by_hand(tmp_path):
     assert table([{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "score": float(r["score"])}
                   for r in back], at=(8,)) == md  # the table is recomputed from scores.csv alone
     assert (tmp_path / "out" / "curves.png").stat().st_size > 10_000
+
+
+def _episodes(path: Path, wants: list[dict[str, bool]], infra: int = 0) -> None:
+    eps = [{"task_id": f"t{i}", "infra_failure": False, "info": {"first_reply_wants": w}} for i, w in enumerate(wants)]
+    eps += [{"task_id": "broken", "infra_failure": True, "info": {}}] * infra
+    path.write_text("".join(json.dumps(e) + "\n" for e in eps))
+
+
+def test_each_preference_is_reported_beside_the_score(tmp_path):
+    d = _run(tmp_path / "sweep", "0", "prm", 0, {0: 0.0, 4: 0.0, 8: 0.5})
+    yes, no = True, False
+    _episodes(d / "eval_before.jsonl", [{"answers": yes, "short": no}, {"answers": yes, "short": no}])
+    _episodes(d / "eval_it4.jsonl", [{"answers": no, "short": yes}, {"answers": yes, "short": no}], infra=1)
+    _episodes(d / "eval_after.jsonl", [{"answers": yes, "short": yes}, {"answers": no, "short": yes}])
+    (d / "eval_it4.jsonl.tmp").write_text("half written")  # not an evaluation
+    wants = collect_wants([tmp_path / "sweep"])
+    got = sorted((r["updates"], r["want"], r["rate"]) for r in wants)
+    # the score stays at 0 from 0 to 4 updates while "short" goes 0 -> 1/2 (the infra failure not counted)
+    assert got == [(0, "answers", 1.0), (0, "short", 0.0), (4, "answers", 0.5), (4, "short", 0.5),
+                   (8, "answers", 0.5), (8, "short", 1.0)]
+    assert "| casual | prm | oracle | short | 0.00 | 0.50 | 1.00 |" in wants_table(wants)
+
+    out = tmp_path / "out"
+    write(collect([tmp_path / "sweep"]), out, wants)
+    assert "Per preference" in (out / "table.md").read_text()
+    assert (out / "wants.png").stat().st_size > 10_000
+    # a scores.csv brings the wants.csv beside it: a report can be redrawn from earlier results alone
+    as_set = lambda rows: {tuple(sorted(r.items())) for r in rows}  # noqa: E731
+    assert as_set(collect_wants([out / "scores.csv"])) == as_set(wants)
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
