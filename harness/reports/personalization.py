@@ -118,10 +118,20 @@ def run_wants(run_dir: Path) -> list[dict]:
             for u, f in _eval_files(run_dir, int(cfg["mode"]["iterations"])) for w, r in want_rates(f).items()]
 
 
+_SCORE_COLUMNS = {"persona", "signal", "judge", "seed", "updates", "score"}
+
+
+def _run_dirs(path: Path) -> list[Path]:
+    """A run dir itself, or the run dirs one level below a sweep dir."""
+    if (path / ".hydra" / "config.yaml").exists():
+        return [path]
+    return sorted(p.parent.parent for p in path.glob("*/.hydra/config.yaml"))
+
+
 def _read_wants(path: Path) -> list[dict]:
-    """Want rows from a sweep dir, or from the wants.csv beside a scores.csv (none if it has none)."""
+    """Want rows from a run or sweep dir, or from the wants.csv beside a scores.csv (none if it has none)."""
     if path.is_dir():
-        return [r for d in sorted(p.parent.parent for p in path.glob("*/.hydra/config.yaml")) for r in run_wants(d)]
+        return [r for d in _run_dirs(path) for r in run_wants(d)]
     beside = path.with_name("wants.csv")
     if not beside.exists():
         return []
@@ -137,11 +147,14 @@ def collect_wants(inputs: list[Path]) -> list[dict]:
 def _read(path: Path) -> list[dict]:
     if path.is_file():
         with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            if not _SCORE_COLUMNS <= set(reader.fieldnames or ()):
+                raise SystemExit(f"error: {path} is not a scores.csv (it needs the columns {sorted(_SCORE_COLUMNS)})")
             return [{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "score": float(r["score"])}
-                    for r in csv.DictReader(f)]
+                    for r in reader]
     if path.is_dir():
-        return [r for d in sorted(p.parent.parent for p in path.glob("*/.hydra/config.yaml")) for r in run_scores(d)]
-    raise SystemExit(f"error: {path} is neither a sweep dir nor a scores.csv")
+        return [r for d in _run_dirs(path) for r in run_scores(d)]
+    raise SystemExit(f"error: {path} is neither a run dir, a sweep dir nor a scores.csv")
 
 
 def collect(inputs: list[Path]) -> list[dict]:
@@ -244,7 +257,7 @@ def write(rows: list[dict], out: Path, wants: list[dict] | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.personalization", description=__doc__.split("\n\n")[0])
-    ap.add_argument("inputs", nargs="+", type=Path, help="sweep dirs and/or earlier scores.csv files")
+    ap.add_argument("inputs", nargs="+", type=Path, help="run dirs, sweep dirs and/or earlier scores.csv files")
     ap.add_argument("--out", type=Path, default=Path("results/personalization"))
     args = ap.parse_args(argv)
     rows = collect(args.inputs)

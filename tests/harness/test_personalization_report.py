@@ -47,6 +47,15 @@ def test_rows_come_from_finished_and_running_runs(tmp_path):
         collect([tmp_path, tmp_path])  # the same run twice is an error, not a double count
 
 
+def test_a_run_dir_is_read_like_a_sweep_and_a_stray_file_is_a_clear_error(tmp_path):
+    run = _run(tmp_path, "one", "prm", 2, {0: 0.1, 4: 0.3})
+    assert sorted((r["seed"], r["updates"], r["score"]) for r in collect([run])) == [(2, 0, 0.1), (2, 4, 0.3)]
+    log = tmp_path / "one.log"  # what a shell glob such as runs/brief_* brings along
+    log.write_text("[train] update 1/16\n")
+    with pytest.raises(SystemExit, match="one.log is not a scores.csv"):
+        collect([run, log])
+
+
 def test_feedback_names_the_judge_the_signal_used():
     cfg = lambda s, p, o, j="model", h="oracle": {"signal": {"name": s, "use_prm": p, "use_opd": o},  # noqa: E731
                                                   "judge": {"name": j}, "hints": {"name": h}}
