@@ -1,6 +1,6 @@
 """The 'before' evaluation of a training run is greedy decoding of the initial weights on the test
 tasks: every signal of a sweep would compute the same numbers. It is cached under a key of
-everything that determines it (weights file, env config, task ids, sampling, and the seed where the
+everything that determines it (weights file, env config, the tasks' ids and content, sampling, and the seed where the
 env's episodes depend on it: MiniWoB pages do, tool-call and terminal tasks do not, so every seed of a
 sweep shares one before-eval there). The episodes file is kept beside the summary, so a run that hits
 the cache still has its `eval_before.jsonl` (the replies, and what reports read per preference)."""
@@ -19,7 +19,9 @@ class EvalCache:
     def __init__(self, root: Path, weights_dir: Path, env_cfg, tasks, sampling, seed: int | None):
         weights = sorted(Path(weights_dir).glob("*.safetensors"))
         stamp = [(w.name, w.stat().st_size, w.stat().st_mtime_ns) for w in weights]
-        key = json.dumps([str(weights_dir), stamp, dataclasses.asdict(env_cfg), [t.task_id for t in tasks],
+        # the tasks' content, not only their ids: persona v2 kept v1's ids with new requests and answer keys
+        task_content = [[t.task_id, t.instruction, t.data] for t in tasks]
+        key = json.dumps([str(weights_dir), stamp, dataclasses.asdict(env_cfg), task_content,
                           dataclasses.asdict(sampling), seed], sort_keys=True, default=str)
         self.path = Path(root) / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".json")
 
