@@ -58,7 +58,7 @@ demo-toolcall: setup
 # scored at 0/4/8/12/16 updates. ~14 min a run on 2 cores. Run it again and finished runs are skipped,
 # killed ones resume. Outcome reward reads no judge: it runs once per seed, the baseline of both arms.
 PZ_DIR ?= results/personalization
-PZ_PERSONA ?= casual
+PZ_PERSONA ?= brief
 PZ_SEEDS ?= 0,1,2
 personalization: setup
 	$(PY) -m harness.run -m +experiment=personalization env.persona=$(PZ_PERSONA) seed=$(PZ_SEEDS) \

@@ -3,6 +3,7 @@ reads the first one's summary and gets its episodes file too (reports read repli
 rates from it); anything that changes the result changes the key."""
 import dataclasses
 import json
+
 from nextstate.types import Task
 from trainers.eval_cache import EvalCache
 
