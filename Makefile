@@ -55,8 +55,10 @@ demo-toolcall: setup
 	@$(PY) -m harness.compare $(DEMO_DIR)
 
 # Issue 19's experiment (conf/experiment/personalization.yaml): signal x feedback x seed, 16 updates each,
-# scored at 0/4/8/12/16 updates. ~14 min a run on 2 cores. Run it again and finished runs are skipped,
-# killed ones resume. Outcome reward reads no judge: it runs once per seed, the baseline of both arms.
+# scored at 0/4/8/12/16 updates. ~7 min a run with oracle feedback on 2 cores; a model-arm run is
+# several times slower (the 135M judge and hint extractor generate for every step), ~5 h in all.
+# Run it again and finished runs are skipped, killed ones resume. Outcome reward reads no judge: it
+# runs once per seed, the baseline of both arms.
 PZ_DIR ?= results/personalization
 PZ_PERSONA ?= brief
 PZ_SEEDS ?= 0,1,2
