@@ -2,8 +2,9 @@
 tasks: every signal of a sweep would compute the same numbers. It is cached under a key of
 everything that determines it (weights file, env config, the tasks' ids and content, sampling, and
 the seed where the env's episodes depend on it: MiniWoB pages do, tool-call and terminal tasks do
-not, so every seed of a sweep shares one before-eval there). The episodes file is kept beside the summary, so a run that hits
-the cache still has its `eval_before.jsonl` (the replies, and what reports read per preference)."""
+not, so every seed of a sweep shares one before-eval there). The episodes file is kept beside the
+summary, so a run that hits the cache still has its `eval_before.jsonl` (the replies, and what
+reports read per preference)."""
 from __future__ import annotations
 
 import dataclasses
