@@ -37,6 +37,7 @@ class RunSpec:
     config_cls: type  # the mode's typed config (AsyncTrainConfig, ProxyConfig)
     policy: Endpoints
     frozen: Endpoints | None
+    judge_server: Endpoints | None = None  # a trained `judge.model`'s own server
     with_env: bool = True  # mode=proxy has none: its steps come from live sessions
     driver_pid: int = 0  # the run's own process (what a user signals to stop it)
 
@@ -92,8 +93,9 @@ class Judge:
             tools = {t.task_id: env.tools_for(t) for t in env.tasks}
         policy = spec.policy.connect()
         frozen = spec.frozen.connect() if spec.frozen else None
+        judge_server = spec.judge_server.connect() if spec.judge_server else None
         self.feedback = feedback_of(cfg, self.env and self.env.unwrapped, frozen, policy, tools,
-                                    teacher=tc.teacher, kl_coef=tc.kl_coef)
+                                    teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
 
     def judge(self, group_no: int, trajs):
         samples, steps, info = judged_samples(trajs, group_no, self.feedback)

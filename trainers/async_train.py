@@ -65,7 +65,8 @@ def ray_loops(tr: Training, config_cls: type, *, workers: int, next_group: int, 
               rollout=Rollout, judge=Judge, rollout_options: dict | None = None) -> RayLoops:
     """The loops of a run on Ray, their roles built from the run's config and servers."""
     spec = RunSpec(OmegaConf.to_container(tr.cfg, resolve=True), str(tr.run_dir), config_cls,
-                   tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None, with_env, os.getpid())
+                   tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None,
+                   tr.judge_server.endpoints() if tr.judge_server else None, with_env, os.getpid())
     ray_cfg = typed(tr.cfg.ray, RayConfig)
     return RayLoops(Roles(functools.partial(rollout, spec), functools.partial(judge, spec),
                           functools.partial(Trainer, spec)),

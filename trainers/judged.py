@@ -51,13 +51,15 @@ def judged_counts(trajs, steps, info: dict) -> dict:
 
 
 def feedback_of(cfg: DictConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
-                teacher: str, kl_coef: float) -> Feedback:
+                teacher: str, kl_coef: float, judge_server: HTTPPolicy | None = None) -> Feedback:
     """The run's judge, hints and teacher (`mode.teacher`: the frozen initial weights or the current
-    policy); the oracles read the env's reference solutions."""
+    policy); the oracles read the env's reference solutions. The model judge and hinter ask
+    `judge_server` (a trained `judge.model`) when there is one, else the frozen initial weights."""
     signal, judge_cfg = typed(cfg.signal, SignalConfig), typed(cfg.judge, JudgeConfig)
     hints_cfg = typed(cfg.hints, HintConfig)
     by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
-    sources = FeedbackSources(ModelJudge(frozen, judge_cfg, hints_cfg, seed=cfg.seed) if frozen else None,
+    asked = judge_server or frozen
+    sources = FeedbackSources(ModelJudge(asked, judge_cfg, hints_cfg, seed=cfg.seed) if asked else None,
                               lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
     return Feedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
                     choose(HINTERS, "hints", hints_cfg.name).build(sources),

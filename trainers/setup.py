@@ -1,8 +1,9 @@
 """What every training mode starts from (`start_training`): the typed mode config, the envs and tasks,
 the servers (the policy; a frozen one on the initial weights for the judge, the hints, the frozen
-teacher and the KL reference), the trainable model and optimizer, and the run's state, loaded from its
-checkpoint or fresh after the evaluation before training. The loops (trainers/sync.py,
-trainers/async_train.py, trainers/proxy/server.py) differ only in how they schedule the parts."""
+teacher and the KL reference; a trained `judge.model` gets a server of its own), the trainable model
+and optimizer, and the run's state, loaded from its checkpoint or fresh after the evaluation before
+training. The loops (trainers/sync.py, trainers/async_train.py, trainers/proxy/server.py) differ only
+in how they schedule the parts."""
 from __future__ import annotations
 
 import dataclasses
@@ -126,7 +127,8 @@ class Training:
     test_tasks: list[Task]
     tools: dict[str, list[dict]]  # task id -> the tools its prompt offers
     policy: HTTPPolicy  # serves rollouts (and the teacher when mode.teacher=policy)
-    frozen: HTTPPolicy | None  # the initial weights: judge, hints, frozen teacher, KL reference
+    frozen: HTTPPolicy | None  # the initial weights: frozen teacher, KL reference (and judge, hints: below)
+    judge_server: HTTPPolicy | None  # a `judge.model` checkpoint's own server; None: the judge asks `frozen`
     judge: Judge | None
     hinter: Hinter
     teacher: HTTPPolicy | None
@@ -256,6 +258,21 @@ def load_trainer(cfg: DictConfig, tc: TrainConfig, model_cfg: ModelConfig, init_
     return model, optimizer
 
 
+def frozen_servers(signal: SignalConfig, judge_kind, hint_kind, tc, judge_model: str | None,
+                   init_path: Path) -> tuple[Path | None, Path | None]:
+    """The weights of the frozen servers a run needs: (the initial weights, for the frozen OPD teacher,
+    the KL reference and a judge of the same weights; a `judge.model` checkpoint of its own, for the
+    PRM votes and model hints). The roles share one server when the weights are the same. Before, a
+    `judge.model` checkpoint was the only frozen server, so it also became the OPD teacher and the KL
+    reference: a run with a trained judge distilled from the judge (session 19)."""
+    judge_needed = (signal.use_prm and judge_kind.needs_model) or (signal.use_opd and hint_kind.needs_model)
+    init_needed = tc.kl_coef > 0 or (signal.use_opd and tc.teacher == "frozen")
+    judge_path = Path(judge_model) if judge_model else init_path
+    if judge_path.resolve() == init_path.resolve():
+        return (init_path if judge_needed or init_needed else None), None
+    return (init_path if init_needed else None), (judge_path if judge_needed else None)
+
+
 def init_path_of(cfg: DictConfig, model_cfg: ModelConfig) -> Path:
     """The weights training starts from."""
     return Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
@@ -284,28 +301,29 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
                          "whole-distribution logprobs); set model.top_p=1.0")
     if not with_env and ((signal.use_prm and judge_kind.reads_labels) or (signal.use_opd and hint_kind.reads_labels)):
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
-    needs_frozen = ((signal.use_prm and judge_kind.needs_model) or tc.kl_coef > 0
-                    or (signal.use_opd and (hint_kind.needs_model or tc.teacher == "frozen")))
 
     tasks = open_tasks(cfg, run_dir, tc, stack) if with_env else None
     init_path = init_path_of(cfg, model_cfg)
     policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))
-    frozen = None
-    if needs_frozen:
-        # launched here even where the policy's servers are attached: theirs change with every update
-        own = dataclasses.replace(backend, url=None, servers=[], replicas=1)
-        frozen = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir,
-                                                  path=Path(judge_cfg.model) if judge_cfg.model else init_path,
-                                                  log_path=run_dir / "judge_server.log"))
+    # launched here even where the policy's servers are attached: theirs change with every update
+    own = dataclasses.replace(backend, url=None, servers=[], replicas=1)
+    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, judge_cfg.model, init_path)
+    frozen = judge_server = None
+    if init_weights:
+        frozen = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir, path=init_weights,
+                                                  log_path=run_dir / "frozen_server.log"))
+    if judge_weights:
+        judge_server = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir, path=judge_weights,
+                                                        log_path=run_dir / "judge_server.log"))
     fb = feedback_of(cfg, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
-                     teacher=tc.teacher, kl_coef=tc.kl_coef)
+                     teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
     model, optimizer = load_trainer(cfg, tc, model_cfg, init_path) if with_trainer else (None, None)
     tr = Training(
         cfg, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,
         tasks and tasks.env_cfg, tasks and tasks.pool, tasks and tasks.env,
         tasks.train if tasks else [], tasks.test if tasks else [], tasks.tools if tasks else {},
-        policy, frozen, fb.judge, fb.hinter, fb.teacher, model, optimizer, RunState(),
+        policy, frozen, judge_server, fb.judge, fb.hinter, fb.teacher, model, optimizer, RunState(),
         SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens),
         rollout_sampling(model_cfg, tc),
         t_start, cpu_start, init_path)

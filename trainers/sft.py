@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from nextstate.types import Sample, Trajectory
 
@@ -59,14 +60,17 @@ def sft_train(model, samples: list[Sample], cfg: SFTConfig, seed: int, log=None)
     for epoch in range(cfg.epochs):
         order = torch.randperm(len(samples), generator=g).tolist()
         total, n = 0.0, 0
-        for i in range(0, len(order), cfg.batch_size):
-            batch = [samples[j] for j in order[i: i + cfg.batch_size]]
-            loss = sft_loss(model, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            total, n = total + float(loss.detach()) * len(batch), n + len(batch)
+        with tqdm(total=len(order), desc=f"sft epoch {epoch + 1}/{cfg.epochs}", unit="sample", leave=False) as bar:
+            for i in range(0, len(order), cfg.batch_size):
+                batch = [samples[j] for j in order[i: i + cfg.batch_size]]
+                loss = sft_loss(model, batch)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                opt.step()
+                total, n = total + float(loss.detach()) * len(batch), n + len(batch)
+                bar.update(len(batch))
+                bar.set_postfix(loss=f"{total / n:.4f}")
         losses.append(total / max(1, n))
         if log:
             log(epoch, losses[-1])

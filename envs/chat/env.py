@@ -90,7 +90,9 @@ class ChatEnv(TextEnv):
                 said = f"{said}\n\n{requests[self._turn].text}"
         ns = NextState("user", said, fields={"turn": turn, "satisfied": satisfied,
                                                "unmet": None if satisfied else (unmet.check if unmet else "empty"),
-                                               "wish": request.wish(reply) if reply else ""})
+                                               "wish": request.wish(reply) if reply else "",
+                                               # the wish the complaint names: all a hint extractor can read
+                                               "named_wish": unmet.instruction if unmet is not None else ""})
         info = {"next_state": ns, "step_label": {"satisfied": satisfied}}
         if self._turn < len(requests):
             return said, 0.0, False, False, info

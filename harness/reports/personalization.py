@@ -13,7 +13,8 @@ and `wants.png`. A score that stays flat while one preference goes from 3 to 28 
 score cannot show; the per-preference rates show it, and which preference holds the score down.
 
 `judge` is the feedback a run learned from (aggregate.feedback): `oracle` (the user's own verdict, and
-their complaint as the hint), `model` (the policy's initial checkpoint as the judge and hint extractor)
+their complaint as the hint), `model` (the policy's initial checkpoint as the judge and hint extractor),
+`model (sft)` (that checkpoint fine-tuned as judge and hint extractor by mode=sft_judge)
 or `-` (outcome reward, which reads no judge: its runs are the baseline of both arms).
 """
 from __future__ import annotations
@@ -33,9 +34,11 @@ WANT_COLUMNS = ("persona", "signal", "judge", "seed", "updates", "want", "rate",
 
 
 def feedback_of(cfg: dict) -> str:
-    """Which feedback a run learned from, read from its composed config."""
+    """Which feedback a run learned from, read from its composed config; `model (sft)` where the model
+    judge is a trained checkpoint (`judge.model`, mode=sft_judge), not the policy's initial one."""
     sig = cfg["signal"]
-    return feedback(cfg["judge"]["name"] if sig["use_prm"] else "-", cfg["hints"]["name"] if sig["use_opd"] else "-")
+    label = feedback(cfg["judge"]["name"] if sig["use_prm"] else "-", cfg["hints"]["name"] if sig["use_opd"] else "-")
+    return "model (sft)" if label == "model" and cfg["judge"].get("model") else label
 
 
 def signal_name(cfg: dict) -> str:

@@ -63,6 +63,11 @@ def test_feedback_names_the_judge_the_signal_used():
     assert feedback_of(cfg("prm", True, False, j="oracle")) == "oracle"
     assert feedback_of(cfg("opd", False, True, h="model")) == "model"
     assert feedback_of(cfg("prm_opd", True, True, j="oracle", h="model")) == "model"
+    trained = cfg("prm_opd", True, True, h="model")
+    trained["judge"]["model"] = "/runs/brief-judge/judge"  # mode=sft_judge's checkpoint: its own arm
+    assert feedback_of(trained) == "model (sft)"
+    trained["signal"].update(use_prm=False, use_opd=False)
+    assert feedback_of(trained) == "-"  # outcome reads no judge, trained or not
 
 
 def test_table_means_intervals_and_paired_deltas_by_hand(tmp_path):

@@ -74,7 +74,8 @@ def test_the_user_complains_then_thanks_then_moves_on(config, tmp_path):
     assert info["step_label"] == {"satisfied": False} and info["next_state"].fields["unmet"] == "contains_any"
     obs, reward, term, _, info = env.step("<think>they want an apple</think>An apple, of course, always.")
     assert obs == "Shorter, please. " + GIVE_UP + "\n\nNow a colour."  # patience 2: the user moves on
-    assert info["next_state"].fields == {"turn": 0, "satisfied": False, "unmet": "max_words", "wish": ""}
+    assert info["next_state"].fields == {"turn": 0, "satisfied": False, "unmet": "max_words", "wish": "",
+                                         "named_wish": ""}
     obs, reward, term, _, info = env.step("Red.")
     assert obs == "Perfect." and term and info["step_label"] == {"satisfied": True}
     assert (reward, info["success"], info["requests_met"], info["met_first_try"]) == (0.5, False, 1, 1)

@@ -258,8 +258,11 @@ def test_the_next_state_carries_every_unmet_wish_for_the_oracle_hint(env):
     assert info["next_state"].fields["wish"] == ('Answer the question itself, with the concrete answer. '
                                                  'Open the reply with "hey". Keep it under 30 words.')
     assert "hey" not in info["next_state"].text.lower().split()  # the complaint names one want; the wish all
+    # what the complaint itself says, stated plainly (what a trained hint extractor learns to give)
+    assert info["next_state"].fields["named_wish"] == "Answer the question itself, with the concrete answer."
     env.reset(options={"task_id": task.task_id})
-    assert env.step(request.reference)[4]["next_state"].fields["wish"] == ""
+    fields = env.step(request.reference)[4]["next_state"].fields
+    assert fields["wish"] == "" and fields["named_wish"] == ""
     assert all(w.instruction for suite in SUITES.values() for w in suite[0].data["requests"][0].wants)
 
 

@@ -1,11 +1,13 @@
 """The judge check's numbers, by hand: vote validity over all m x steps answers, accuracy of the
-step score's sign against the user's verdict over the steps it scored, and the share scored."""
+step score's sign against the user's verdict over the steps it scored, and the share scored; and the
+hint check's: hints given and exact on complaints, silence on thanks."""
 from nextstate.types import Judgement, NextState, Step
-from trainers.feedback.judge_accuracy import vote_scores
+from trainers.feedback.judge_accuracy import hint_scores, vote_scores
 
 
-def _step(satisfied: bool) -> Step:
-    return Step(0, [], "reply", NextState("user", "ok"), info={"step_label": {"satisfied": satisfied}})
+def _step(satisfied: bool, named_wish: str = "") -> Step:
+    return Step(0, [], "reply", NextState("user", "ok", fields={"named_wish": named_wish}),
+                info={"step_label": {"satisfied": satisfied}})
 
 
 def test_validity_accuracy_and_coverage():
@@ -18,3 +20,16 @@ def test_validity_accuracy_and_coverage():
     assert got["valid"] == 6 / 12 and got["scored"] == 0.75 and got["accuracy"] == round(2 / 3, 3)
     assert got["steps"] == 4 and got["satisfied_steps"] == 2 and got["votes"] == 12
     assert vote_scores(steps[:1], [Judgement(votes=(None,), score=0.0)])["accuracy"] is None
+
+
+def test_hints_given_exact_and_silent():
+    short = "Say it in one short sentence."
+    steps = [_step(False, short), _step(False, short), _step(False, "No list."), _step(True), _step(True)]
+    hints = [" say it in one short sentence. ",  # exact, case and space aside
+             "Be brief.",                         # given, not the named wish
+             None,                                # a complaint left without a hint
+             None,                                # thanks, rightly silent
+             "Answer it."]                        # a hint on thanks
+    got = hint_scores(steps, hints)
+    assert got == {"complained_steps": 3, "given": round(2 / 3, 3), "exact": round(1 / 3, 3), "silent": 0.5}
+    assert hint_scores(steps[3:], hints[3:])["given"] is None  # no complaint: undefined, not 0
