@@ -18,10 +18,10 @@ gives every unmet want's, more than the complaint says); on thanks, `\\boxed{-1}
 
 Validity and accuracy (and the hints' `given` / `exact` / `silent` shares) are measured on the **test**
 split's steps before and after, with the judge's own sampling (m votes at its temperature), and
-written to `<run_dir>/metrics.json`. The trained
-judge is `<run_dir>/judge`; `judge.model=<run_dir>/judge` uses it in training runs.
+written to `<run_dir>/metrics.json`. The trained judge is `<run_dir>/judge`; `+feedback=model
+judge.model=<run_dir>/judge` uses it for votes and hints in training runs.
 
-    python -m harness.run mode=sft_judge env=chat env.persona=casual
+    python -m harness.run mode=sft_judge env=chat env.persona=brief mode.eval_limit=10
 """
 from __future__ import annotations
 
