@@ -270,6 +270,9 @@ def frozen_servers(signal: SignalConfig, judge_kind, hint_kind, tc, judge_model:
     judge_path = Path(judge_model) if judge_model else init_path
     if judge_path.resolve() == init_path.resolve():
         return (init_path if judge_needed or init_needed else None), None
+    if judge_needed and not (judge_path / "config.json").is_file():
+        raise SystemExit(f"judge.model={judge_model} is not a model dir (no config.json there); mode=sft_judge "
+                         "writes one to <its run dir>/judge")
     return (init_path if init_needed else None), (judge_path if judge_needed else None)
 
 
