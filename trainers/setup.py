@@ -305,13 +305,13 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if not with_env and ((signal.use_prm and judge_kind.reads_labels) or (signal.use_opd and hint_kind.reads_labels)):
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
 
-    tasks = open_tasks(cfg, run_dir, tc, stack) if with_env else None
     init_path = init_path_of(cfg, model_cfg)
+    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, judge_cfg.model, init_path)
+    tasks = open_tasks(cfg, run_dir, tc, stack) if with_env else None
     policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))
     # launched here even where the policy's servers are attached: theirs change with every update
     own = dataclasses.replace(backend, url=None, servers=[], replicas=1)
-    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, judge_cfg.model, init_path)
     frozen = judge_server = None
     if init_weights:
         frozen = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir, path=init_weights,
