@@ -1,45 +1,48 @@
-"""The steps a judge is trained and measured on: per request the reference, the greedy reply and the
-sampled ones, in that order, each with the user's own verdict and the wish the complaint names. The
-policy here is a scripted stand-in that records what it was asked; the real policy's path is
-`mode=sft_judge`."""
-from dataclasses import dataclass
+"""The steps a judge is trained and measured on (mode=sft_judge): per request the reference, the
+default model's greedy reply and its sampled ones, in that order, each with the user's own verdict and
+the wish the complaint names; the sampled replies reproducible from the seed."""
+import pytest
 
-from agents.serving.transformers_policy import SamplingConfig
 from envs.chat.env import ChatEnv
+from envs.chat.user import reply_text
 from trainers.feedback.judge_accuracy import judged_steps
 
-
-@dataclass
-class _Gen:
-    text: str
+SYSTEM = "You are a helpful personal assistant."
 
 
-class _ScriptedPolicy:
-    """Greedy: a long list; sampled at T 1: a short reply with a question."""
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    from agents.factory import serve_policy
+    from agents.serving.backend import BackendConfig
+    from nextstate.config import compose, model_config, typed
 
-    sampling = SamplingConfig(48, 0.0, 1.0, 512)
-
-    def __init__(self):
-        self.calls = []
-
-    def generate(self, convs, sampling=None, seeds=None):
-        self.calls.append((len(convs), sampling, seeds))
-        if sampling is None:
-            return [_Gen("Here is how:\n1. one\n2. two\n3. " + "word " * 30) for _ in convs]
-        return [_Gen("Do you have a fan?") for _ in convs]
+    cfg = compose(["model.max_new_tokens=32"])
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with serve_policy(model_config(cfg.model), typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
+                      log_path=log) as served:
+        yield served
 
 
-def test_reference_greedy_then_sampled_replies_with_the_users_verdicts(env_config):
+@pytest.mark.model
+def test_reference_greedy_then_sampled_replies_with_the_users_verdicts(env_config, policy):
     env = ChatEnv(env_config("chat", "env.persona=brief"), split="test")
-    tasks, policy = env.tasks[:2], _ScriptedPolicy()
-    steps = judged_steps(env, policy, tasks, "be helpful", sampled=2, seed=3)
+    tasks = env.tasks[:2]
+    steps = judged_steps(env, policy, tasks, SYSTEM, sampled=2, seed=3)
     assert len(steps) == 2 * (1 + 1 + 2)
-    assert [s.info["step_label"]["satisfied"] for s in steps[:4]] == [True, False, False, False]
-    assert steps[0].action_text == env.reference_actions(tasks[0])[0]
-    n, hot, seeds = policy.calls[1]
-    assert n == 4 and hot.temperature == 1.0 and len(set(seeds)) == 4  # each sampled reply its own seed
-    # the named wish is the first unmet want's (the one the complaint is about), not every unmet one
-    first = tasks[0].data["requests"][0].first_unmet("Do you have a fan?")
-    assert steps[2].next_state.fields["named_wish"] == first.instruction
-    assert first.complaint in steps[2].next_state.text and steps[0].next_state.fields["named_wish"] == ""
-    assert len(judged_steps(env, _ScriptedPolicy(), tasks, "be helpful")) == 4  # default: reference and greedy
+    greedy = policy.generate([[{"role": "system", "content": SYSTEM}, {"role": "user", "content": t.instruction}]
+                              for t in tasks])
+    for k, task in enumerate(tasks):
+        ref, own_greedy = steps[4 * k], steps[4 * k + 1]
+        assert ref.action_text == env.reference_actions(task)[0] and ref.info["step_label"]["satisfied"]
+        assert own_greedy.action_text == greedy[k].text
+    for step, task in zip(steps, [t for t in tasks for _ in range(4)]):
+        unmet = task.data["requests"][0].first_unmet(reply_text(step.action_text))
+        assert step.info["step_label"]["satisfied"] == (unmet is None)
+        # the wish the complaint names is the first unmet one's, not every unmet one's
+        assert step.next_state.fields["named_wish"] == (unmet.instruction if unmet else "")
+    sampled = [s.action_text for i, s in enumerate(steps) if i % 4 >= 2]
+    again = judged_steps(env, policy, tasks, SYSTEM, sampled=2, seed=3)
+    assert [s.action_text for i, s in enumerate(again) if i % 4 >= 2] == sampled  # the seed fixes them
+    other = judged_steps(env, policy, tasks, SYSTEM, sampled=2, seed=4)
+    assert [s.action_text for i, s in enumerate(other) if i % 4 >= 2] != sampled
+    assert len(judged_steps(env, policy, tasks, SYSTEM)) == 4  # default: reference and greedy only
