@@ -1,5 +1,6 @@
 # NextState: every target installs what it needs (idempotently) before it runs.
 SHELL := /bin/bash
+comma := ,
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
@@ -9,7 +10,7 @@ APT_PACKAGES := docker.io debootstrap git ca-certificates chromium btrfs-progs
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
 .PHONY: setup demo demo-toolcall personalization demo-terminal lint test test-slow bench system docker images model clean-containers regress report \
-	sft-toolcall signal-comparison
+	sft-toolcall signal-comparison general
 
 setup: system $(DEPS_STAMP) docker images model
 
@@ -73,6 +74,23 @@ personalization: setup
 		hydra.sweep.dir=$(PZ_DIR)/multirun/$(PZ_PERSONA)-model
 	$(PY) -m harness.personalization $(PZ_DIR)/multirun/$(PZ_PERSONA)-oracle $(PZ_DIR)/multirun/$(PZ_PERSONA)-model \
 		--out $(PZ_DIR)
+
+# The general-agent signal comparison (conf/experiment/general_<env>.yaml): per env, an SFT warm start
+# on a sample of the train split, then signal x seed, 16 updates each, scored on 100 held-out instances
+# at 0/4/8/12/16 updates with the oracle judge. Run it again and finished runs are skipped, killed ones
+# resume. The report: results/general/{scores.csv,table.md,curves.png}.
+GEN_DIR ?= results/general
+GEN_SEEDS ?= 0,1,2
+GEN_SIGNALS ?= outcome,prm,opd,prm_opd
+GEN_ENVS ?= toolcall
+general: setup
+	for env in $(subst $(comma), ,$(GEN_ENVS)); do \
+	  test -f $(GEN_DIR)/$$env/sft/metrics.json || $(PY) -m harness.run +experiment=sft_general_$$env \
+	    paths.results_dir=$(abspath $(GEN_DIR)/..) || exit 1; \
+	  $(PY) -m harness.run -m +experiment=general_$$env seed=$(GEN_SEEDS) signal=$(GEN_SIGNALS) \
+	    paths.results_dir=$(abspath $(GEN_DIR)/..) hydra.sweep.dir=$(GEN_DIR)/multirun/$$env-oracle || exit 1; \
+	done
+	$(PY) -m harness.general $(GEN_DIR)/multirun/* --out $(GEN_DIR)
 
 # The default model evaluated on the terminal test split (a few minutes).
 demo-terminal: setup

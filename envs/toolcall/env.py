@@ -7,6 +7,7 @@ in `<tool_response>` blocks, `[error] ...` for a reply that could not be carried
 next request. Tools reach the policy through `tools_for(task)` (the chat template's `tools=`).
 
 Suites (`env.suite=`, joined with `+` to mix): `bundled` (original stateful tasks, envs/tasks/toolcall),
+`templated` (short requests over three small tools, drawn from seeds: envs/toolcall/templated.py),
 `bfcl_<category>` (e.g. bfcl_simple_python, bfcl_multi_turn_base), `bfcl_all`. The outcome (1/0) is
 the last step's reward; `info["step_label"]` carries what can be checked per step: `well_formed` (the
 reply parsed and fits the tool schemas), `executed_ok` (no tool returned an error; not for BFCL
@@ -37,8 +38,8 @@ from nextstate.types import NextState, Task
 
 # task.data["kind"] -> the module that runs it (imported on first use: BFCL stays out of bundled runs);
 # each offers start_episode(task, env), reference_actions(task) and tools_for(task)
-_KINDS = {"bundled": "envs.toolcall.bundled", "bfcl_single": "envs.toolcall.bfcl.single",
-          "bfcl_multi": "envs.toolcall.bfcl.multi"}
+_KINDS = {"bundled": "envs.toolcall.bundled", "templated": "envs.toolcall.templated",
+          "bfcl_single": "envs.toolcall.bfcl.single", "bfcl_multi": "envs.toolcall.bfcl.multi"}
 
 
 @dataclass
@@ -56,6 +57,9 @@ class ToolCallEnvConfig(EnvConfig):
     bfcl_checker_model: str
     bfcl_test_fraction: float
     bfcl_max_steps_per_turn: int
+    templated_train: int  # the templated suite's instances per split, drawn with templated_seed
+    templated_test: int
+    templated_seed: int
 
 
 def load_tasks(config: ToolCallEnvConfig, split: str | None) -> list[Task]:
@@ -67,13 +71,17 @@ def load_tasks(config: ToolCallEnvConfig, split: str | None) -> list[Task]:
         if part == "bundled":
             root = Path(config.tasks_dir)
             tasks += load_bundled(root if root.is_absolute() else REPO_ROOT / root, split)
+        elif part == "templated":
+            from envs.toolcall.templated import load_templated
+
+            tasks += load_templated(split, config.templated_train, config.templated_test, config.templated_seed)
         elif part == "bfcl_all":
             for category in SINGLE_TURN + MULTI_TURN:
                 tasks += load_bfcl(category, split, config.bfcl_test_fraction)
         elif part.startswith("bfcl_"):
             tasks += load_bfcl(part[len("bfcl_"):], split, config.bfcl_test_fraction)
         else:
-            raise ValueError(f"unknown tool-call suite {part!r}: use bundled, bfcl_<category> or bfcl_all")
+            raise ValueError(f"unknown tool-call suite {part!r}: use bundled, templated, bfcl_<category> or bfcl_all")
     return tasks
 
 

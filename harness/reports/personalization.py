@@ -173,10 +173,11 @@ def collect(inputs: list[Path]) -> list[dict]:
     return rows
 
 
-def _at(rows: list[dict], updates: int) -> dict[tuple[str, str, str], dict[int, float]]:
-    """(persona, signal, judge) -> seed -> score, at `updates` updates."""
+def _at(rows: list[dict], updates: int, setting: str = "persona") -> dict[tuple[str, str, str], dict[int, float]]:
+    """(setting, signal, judge) -> seed -> score, at `updates` updates; the setting is the persona, or
+    the env of a general-agent run."""
     groups = by_seed([r for r in rows if r["updates"] == updates], seed=lambda r: r["seed"],
-                     key=lambda r: (r["persona"], r["signal"], r["judge"]))
+                     key=lambda r: (r[setting], r["signal"], r["judge"]))
     return {k: {s: r["score"] for s, r in seeds.items()} for k, seeds in groups.items()}
 
 
@@ -186,25 +187,25 @@ def _fmt(stat: Stat | None) -> str:
     return f"{stat.mean:.2f}" + (f" ± {stat.half:.2f}" if stat.half is not None else "") + f" (n={stat.n})"
 
 
-def table(rows: list[dict], at: tuple[int, ...] | None = None) -> str:
-    """Markdown: per persona, signal and judge, the score before training and at `at` updates
+def table(rows: list[dict], at: tuple[int, ...] | None = None, setting: str = "persona") -> str:
+    """Markdown: per setting (persona or env), signal and judge, the score before training and at `at` updates
     (mean ± 95% CI over seeds), and the paired Δ against outcome reward of the same seed. By default
     the paper's columns, 8 and 16 updates, where runs reached them (else the furthest they reached)."""
     reached = {r["updates"] for r in rows}
     at = at or tuple(u for u in (8, 16) if u in reached) or (max(reached),)
-    scores = {u: _at(rows, u) for u in (0, *at)}
+    scores = {u: _at(rows, u, setting) for u in (0, *at)}
     deltas = {u: paired_deltas(scores[u], is_baseline=lambda k: k[1] == BASELINE_SIGNAL and k[2] == "-",
                                pair_key=lambda k: k[0]) for u in at}
     cols = [f"score @{u}" for u in at] + [f"Δ vs outcome @{u}" for u in at]
     out = io.StringIO()
-    out.write("| persona | signal | judge | seeds | score @0 | " + " | ".join(cols) + " |\n")
+    out.write(f"| {setting} | signal | judge | seeds | score @0 | " + " | ".join(cols) + " |\n")
     out.write("|" + "---|" * (5 + len(cols)) + "\n")
     keys = sorted({k for by_key in scores.values() for k in by_key},
                   key=lambda k: (k[0], k[2] != "-", k[2], signal_rank(k[1]), k[1]))
     for key in keys:
         cells = [_fmt(Stat.of_any(scores[u].get(key, {}).values())) for u in at]
         cells += [_fmt(Stat.of_any(deltas[u].get(key, []))) for u in at]
-        seeds = len({r["seed"] for r in rows if (r["persona"], r["signal"], r["judge"]) == key})
+        seeds = len({r["seed"] for r in rows if (r[setting], r["signal"], r["judge"]) == key})
         out.write(f"| {' | '.join(key)} | {seeds} | {_fmt(Stat.of_any(scores[0].get(key, {}).values()))} | "
                   + " | ".join(cells) + " |\n")
     return out.getvalue()

@@ -140,16 +140,17 @@ def paired_bars(deltas: dict[tuple[str, str], dict[str, list[float]]], metrics: 
     save_figure_atomic(fig, out)
 
 
-def score_curves(rows: list[dict], path: Path) -> Path:
-    """Mean held-out score against updates, one line per (signal, judge), a panel per persona; the
-    band spans the seeds' lowest and highest score."""
+def score_curves(rows: list[dict], path: Path, setting: str = "persona",
+                 ylabel: str = "held-out score (first reply meets every preference)") -> Path:
+    """Mean held-out score against updates, one line per (signal, judge), a panel per setting (a
+    persona, or an env); the band spans the seeds' lowest and highest score."""
     plt = _pyplot()
-    personas = sorted({r["persona"] for r in rows})
+    personas = sorted({r[setting] for r in rows})
     fig, axes = plt.subplots(1, len(personas), figsize=(5.5 * len(personas), 4), squeeze=False)
     for ax, persona in zip(axes[0], personas):
         lines: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in rows:
-            if r["persona"] == persona:
+            if r[setting] == persona:
                 lines[(r["signal"], r["judge"])][r["updates"]].append(r["score"])
         for (signal, judge), pts in sorted(lines.items()):
             xs = sorted(pts)
@@ -158,9 +159,9 @@ def score_curves(rows: list[dict], path: Path) -> Path:
                               linestyle="--" if judge == "model" else "-")
             ax.fill_between(xs, [min(pts[x]) for x in xs], [max(pts[x]) for x in xs], alpha=0.12,
                             color=line.get_color())
-        ax.set_title(f"persona: {persona}")
-        ax.set_xlabel("updates (16 samples each)")
-        ax.set_ylabel("held-out score (first reply meets every preference)")
+        ax.set_title(f"{setting}: {persona}")
+        ax.set_xlabel("updates (16 episodes each)" if setting != "persona" else "updates (16 samples each)")
+        ax.set_ylabel(ylabel)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

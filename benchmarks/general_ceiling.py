@@ -1,0 +1,87 @@
+"""Where a general-agent grid starts: the start's greedy held-out success and its pass@k.
+
+RL can only make likelier what the policy already samples, so a start with room to learn sits
+between 0.05 and 0.7 greedy and samples the right episode more often than its greedy one does
+(pass@k clearly above greedy). For each held-out instance we run one greedy episode and k episodes
+at the rollout temperature, through the env itself (real tools, real grading), from the model the
+experiment trains (its `model.init_from`, e.g. the SFT warm start).
+
+    python benchmarks/general_ceiling.py                                  # general_toolcall, k=8
+    python benchmarks/general_ceiling.py --experiment general_terminal --k 8 --limit 50
+
+The last line is the JSON summary; per template (the task's second tag) the same numbers are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import defaultdict
+from contextlib import ExitStack
+from pathlib import Path
+
+from agents.base import ModelAgent
+from agents.factory import model_path, serve_policy
+from agents.pool import EnvPool, run_episodes
+from agents.serving.backend import BackendConfig
+from agents.serving.transformers_policy import SamplingConfig
+from envs.make import env_maker
+from nextstate.config import compose, model_config, typed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--experiment", default="general_toolcall")
+    ap.add_argument("--k", type=int, default=8, help="sampled episodes per instance")
+    ap.add_argument("--limit", type=int, default=None, help="the first N test instances (default: all)")
+    ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. model.init_from=...")
+    args = ap.parse_args()
+    cfg = compose([f"+experiment={args.experiment}", *args.overrides])
+    mc = model_config(cfg.model)
+    path = Path(mc.init_from or model_path(mc, cfg.paths.cache_dir))
+    if not path.exists():
+        raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
+    t0 = time.monotonic()
+    run_dir = Path("/tmp/general_ceiling")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        make_env, env_cfg = env_maker(cfg, run_dir, split="test")
+        pool = EnvPool(make_env)
+        stack.callback(pool.close)
+        tasks = pool.get().unwrapped.tasks[: args.limit]
+        policy = stack.enter_context(serve_policy(mc, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
+                                                  path=path, log_path=run_dir / "server.log"))
+        greedy_sampling = SamplingConfig(mc.max_new_tokens, 0.0, 1.0, mc.max_prompt_tokens)
+        hot = SamplingConfig(mc.max_new_tokens, cfg.mode.rollout_temperature, 1.0, mc.max_prompt_tokens)
+        greedy = run_episodes(pool, lambda i: ModelAgent(policy, greedy_sampling), tasks,
+                              system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
+                              desc="greedy")
+        repeated = [t for t in tasks for _ in range(args.k)]
+        sampled = run_episodes(pool, lambda i: ModelAgent(policy, hot, seed=1000 + i), repeated,
+                               system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
+                               desc=f"{args.k} samples each")
+    rows = defaultdict(lambda: {"n": 0, "greedy": 0, "samples": 0, "pass": 0})
+    for i, task in enumerate(tasks):
+        wins = [t.success for t in sampled[i * args.k:(i + 1) * args.k]]
+        for key in ("all", task.tags[1] if len(task.tags) > 1 else task.difficulty):
+            r = rows[key]
+            r["n"] += 1
+            r["greedy"] += greedy[i].success
+            r["samples"] += sum(wins)
+            r["pass"] += any(wins)
+    summary = {key: {"n": r["n"], "greedy": round(r["greedy"] / r["n"], 3),
+                     "sample_success": round(r["samples"] / (r["n"] * args.k), 3),
+                     f"pass_at_{args.k}": round(r["pass"] / r["n"], 3)} for key, r in rows.items()}
+    for key, r in summary.items():
+        print(f"{key:>10}: n {r['n']}, greedy {r['greedy']}, per sample {r['sample_success']}, "
+              f"pass@{args.k} {r[f'pass_at_{args.k}']}")
+    print(f"({time.monotonic() - t0:.0f} s, start {path})")
+    s = summary["all"]
+    print(json.dumps({"metric": "general_start_pass_at_k_minus_greedy",
+                      "value": round(s[f"pass_at_{args.k}"] - s["greedy"], 3), "target": "greedy in 0.05-0.7, "
+                      "pass@k clearly above", "higher_is_better": True, "experiment": args.experiment,
+                      "k": args.k, "temperature": cfg.mode.rollout_temperature, **summary}))
+
+
+if __name__ == "__main__":
+    main()
