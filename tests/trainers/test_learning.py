@@ -102,3 +102,70 @@ def test_a_few_updates_make_the_preferred_reply_likelier(signal, served):
     assert good1 > good0 + 1.0, f"{signal}: log p(preferred) {good0:.2f} -> {good1:.2f}"
     assert (good1 - bad1) > (good0 - bad0) + 1.0, (
         f"{signal}: preference margin {good0 - bad0:.2f} -> {good1 - bad1:.2f}")
+
+
+# -- a general agent: a tool call on the templated tool-call suite, graded by the real env -----------
+def _tool_task():
+    from envs.toolcall.templated import load_templated
+
+    return next(t for t in load_templated("train", 300, 100, 0) if t.tags[1] == "calculate")
+
+
+def _tool_trajectories(model, env, task, tools, prompt_ids, replies) -> list[Trajectory]:
+    """Each (call, answer, ids) played through the env: its step labels and outcome are the env's."""
+    trajs = []
+    for call, answer, ids in replies:
+        obs, _ = env.reset(options={"task_id": task.task_id})
+        msgs = [{"role": "system", "content": ""}, {"role": "user", "content": obs}]
+        obs, _, _, _, info = env.step(call)
+        steps = [Step(0, msgs, call, info["next_state"], action_token_ids=ids, prompt_token_ids=prompt_ids,
+                      rollout_logprobs=_token_logprobs(model, prompt_ids, ids), info=info)]
+        _, outcome, done, _, info = env.step(answer)
+        assert done
+        steps.append(Step(1, msgs, answer, info["next_state"], info=info))  # no tokens: not trained here
+        trajs.append(Trajectory(task.task_id, "nextstate/ToolCall-v0", steps, outcome=outcome, success=outcome == 1.0))
+    return trajs
+
+
+@pytest.mark.parametrize("signal", list(SIGNALS))
+def test_a_general_agent_learns_the_right_tool_call(signal, served):
+    """The right call (the env labels it matching the reference, and its episode is solved) against a
+    wrong one (another tool, a failed episode): every signal must move the policy toward the right call."""
+    from transformers import AutoModelForCausalLM
+
+    from envs.toolcall.env import ToolCallEnv
+    from envs.toolcall.templated import reference_actions, tools_for
+
+    policy, path = served
+    task = _tool_task()
+    env = ToolCallEnv(tasks=[task])
+    tools = tools_for(task)
+    good_call, answer = reference_actions(task)
+    bad_call = '<tool_call>\n{"name": "lookup_city", "arguments": {"city": "Paris"}}\n</tool_call>'
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=UPDATE.lr, weight_decay=0.0)
+    prompt_ids = policy.prompt_ids([{"role": "system", "content": ""}, {"role": "user", "content": task.instruction}],
+                                   tools)
+    good_ids, bad_ids = (policy.tokenizer.encode(c + "<|im_end|>", add_special_tokens=False) for c in (good_call, bad_call))
+    good0, bad0 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
+    hints = OracleHints(lambda task_id: reference_actions(task))
+    hinter = lambda sts: hints.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
+
+    for r in range(ROUNDS):
+        trajs = _tool_trajectories(model, env, task, tools, prompt_ids,
+                                   [(good_call, answer, good_ids), (bad_call, "I do not know.", bad_ids)])
+        assert [t.outcome for t in trajs] == [1.0, 0.0]
+        assert trajs[0].steps[0].info["step_label"]["matches_reference"]
+        assert not trajs[1].steps[0].info["step_label"]["matches_reference"]
+        steps = collect_steps(trajs)
+        judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: tools, salt=r)
+        samples = build_samples(SIGNALS[signal], steps, trajs)
+        assert samples, f"{signal}: no samples to learn from"
+        ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))
+    env.close()
+
+    good1, bad1 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
+    print(f"{signal}: log p(right call) {good0:.2f} -> {good1:.2f}, log p(wrong call) {bad0:.2f} -> {bad1:.2f}")
+    assert good1 > good0 + 1.0, f"{signal}: log p(right call) {good0:.2f} -> {good1:.2f}"
+    assert (good1 - bad1) > (good0 - bad0) + 1.0, f"{signal}: margin {good0 - bad0:.2f} -> {good1 - bad1:.2f}"
