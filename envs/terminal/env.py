@@ -8,6 +8,10 @@ writable places (its workdir, /tmp, /var/tmp, /home) hold `sandbox.disk_limit` o
 (envs/sandbox/disk.py), and so does the rest of the container's filesystem (envs/sandbox/disk_watch.py:
 past it every process is killed); past it a command fails, its next state names the limit, and the
 episode goes on as the agent's. A Harbor task's `storage_mb` is its disk limit.
+
+`suite: templated` swaps the task dirs for short tasks generated from seeds (envs/terminal/templated.py):
+they run in the shared image, their files are laid out before the first step, their checks run from
+the harness (never from the container), and each step's label says whether it made progress.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from envs.sandbox.images import build_image, ensure_shared_image
 from envs.sandbox.integrity import scratch_find, scratch_tampering, tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
 from envs.task_formats import load_suite
+from envs.terminal import templated
 from envs.terminal.actions import parse_action
 from envs.terminal.harbor import (
     broken_report,
@@ -42,6 +47,11 @@ _NOT_IN_IMAGE = {"tests", "solution", "solution.sh", "run-tests.sh", "task.yaml"
                  "instruction.md"}
 
 
+def first_observation(task: Task, user: str | None, workdir: str | None) -> str:
+    """What the agent reads at reset: the instruction, and who and where it is."""
+    return f"{task.instruction}\n\nYou are user `{user}` in {workdir}."
+
+
 @dataclass
 class TerminalEnvConfig(EnvConfig):
     suite: str
@@ -53,6 +63,9 @@ class TerminalEnvConfig(EnvConfig):
     user: str
     obs_max_chars: int
     done_token: str
+    templated_train: int  # suite: templated: how many train and test instances, and the seed they come from
+    templated_test: int
+    templated_seed: int
 
 
 class TerminalEnv(SandboxedEpisodes, TextEnv):
@@ -60,11 +73,18 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
         config, sandbox = given_or_default("terminal", TerminalEnvConfig, config, sandbox)
         self.config, self.sandbox_config, self.run_id = config, sandbox, run_id
+        if config.suite not in ("bundled", "templated"):
+            raise ValueError(f"unknown terminal suite {config.suite!r}; choose bundled or templated")
         tasks_dir = Path(config.tasks_dir)
         root = tasks_dir if tasks_dir.is_absolute() else REPO_ROOT / tasks_dir
-        found = tasks if tasks is not None else load_suite(root, env="terminal", split=split)
+        if tasks is not None:
+            found = tasks
+        elif config.suite == "templated":
+            found = templated.generate(config.templated_train, config.templated_test, config.templated_seed, split)
+        else:
+            found = load_suite(root, env="terminal", split=split)
         hint = ""
-        if not found and tasks is None and split not in (None, "all"):
+        if not found and tasks is None and config.suite == "bundled" and split not in (None, "all"):
             every = load_suite(root, env="terminal")
             if every:
                 hint = (f"; its {len(every)} tasks are in split(s) {sorted({t.split for t in every})}: "
@@ -72,6 +92,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         set_tasks(self, found, f"no terminal tasks in {config.tasks_dir} (split={split}){hint}")
         self._client = None
         self._images: dict[str, str] = {}
+        self._shared: str | None = None  # the shared image's tag, once made
         self._image_failures: dict[str, str] = {}  # task id -> why its image could not be made
         self._image_config: dict[str, dict] = {}
         self._oracle_key = secrets.token_hex(16)
@@ -81,6 +102,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         self._agent_root = False
         self._agent_user = "root"
         self._host_cpus: float | None = None
+        self._passing = ""  # a templated task's checks after the last step: one 0/1 per check
         warn_once(unhonoured_report(self.tasks))
         warn_once(broken_report(self.tasks))
 
@@ -95,8 +117,10 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         if task.task_id not in self._images:
             try:
                 client = self._docker()
-                ensure_shared_image(client, self.config.shared_image, self.config.base_image)
-                self._images[task.task_id] = self._build(client, task)
+                if self._shared is None:  # hashing its build context costs: once per env
+                    self._shared = ensure_shared_image(client, self.config.shared_image, self.config.base_image)
+                templated_task = task.data["format"] == "templated"  # runs in the shared image as it is
+                self._images[task.task_id] = self._shared if templated_task else self._build(client, task)
             except (SandboxError, OSError) as e:
                 self._image_failures[task.task_id] = f"no image for task {task.task_id}: {e}"
                 raise SandboxError(self._image_failures[task.task_id]) from e
@@ -169,9 +193,34 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             self._agent_root = not (who and who[-1].isdigit() and who[-1] != "0")
             self._agent_user = "root" if self._agent_root else who[0]
             info.update(user=who[0] if len(who) == 2 else user, workdir=workdir)
+            if task.data["format"] == "templated":
+                self._lay_out(task)
         except SandboxError as e:
             self._close_sandbox()
             info.update(infra_failure=True, infra_reason=str(e))
+
+    def _lay_out(self, task: Task) -> None:
+        """A templated task's files, written as root and given to the agent; then its checks' first
+        reading (the baseline a step's progress is measured against)."""
+        code, out = self._sandbox.run(templated.setup_script(task, self._agent_user), timeout=30)
+        if code != 0:
+            raise SandboxError(f"setup of {task.task_id} failed (exit {code}): {out[-300:]}")
+        self._passing = self._checks(task)
+
+    def _checks(self, task: Task) -> str:
+        """One 0/1 per check of a templated task, run as root by the harness, in the workdir."""
+        code, out = self._sandbox.run(templated.check_script(task), timeout=task.data["test_timeout_s"])
+        if code != 0 or len(out) != len(task.data["checks"]) or set(out) - {"0", "1"}:
+            raise SandboxError(f"the checks of {task.task_id} did not run (exit {code}): {out[-300:]}")
+        return out
+
+    def _progress(self, task: Task) -> bool:
+        """Whether the step made progress: a check holds that did not before, and none that held
+        before fails now (a right command moves the task on; a useless or harmful one does not)."""
+        before, self._passing = self._passing, self._checks(task)
+        gained = any(b == "0" and a == "1" for b, a in zip(before, self._passing))
+        lost = any(b == "1" and a == "0" for b, a in zip(before, self._passing))
+        return gained and not lost
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -185,8 +234,7 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         info["setup_s"] = time.monotonic() - t0
         if task.data["format"] == "harbor":  # Harbor's [agent].timeout_sec bounds the episode
             self._deadline = time.monotonic() + task.data["agent_timeout_s"]
-        obs = f"{task.instruction}\n\nYou are user `{info.get('user')}` in {info.get('workdir')}."
-        return obs, info
+        return first_observation(task, info.get("user"), info.get("workdir")), info
 
     def step(self, action: str):
         if self.task is None:
@@ -215,8 +263,13 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             ns = NextState(kind="terminal", text=r.output, exit_code=r.exit_code, cwd=r.cwd,
                            timed_out=r.timed_out, truncated_bytes=r.truncated_bytes,
                            fields={"shell_restarted": r.restarted})
-            # A verifiable step label: did the command itself succeed?
+            # A verifiable step label: did the command itself succeed (and, templated, move the task on)?
             info["step_label"] = {"parsed": True, "exit_ok": r.exit_code == 0}
+            if self.task.data["format"] == "templated":
+                try:
+                    info["step_label"]["progress"] = self._progress(self.task)
+                except SandboxError as e:
+                    return self._infra_failure(str(e))
         else:
             ns = NextState(kind="terminal", text="(finished)", exit_code=None, cwd=None)
         info["next_state"] = ns
@@ -226,6 +279,8 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             return render_next_state(ns, self.config.obs_max_chars), 0.0, False, False, info
         outcome, final = self.finalize()
         info.update(final)
+        if self.task.data["format"] == "templated" and not final.get("infra_failure"):
+            info["step_label"] = {**info.get("step_label", {}), "solved": outcome >= 1.0}
         return render_next_state(ns, self.config.obs_max_chars), outcome, True, False, info
 
     def _out_of_time(self, ns: NextState, info: dict):
@@ -271,6 +326,8 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
           alive until the kill could have changed something meanwhile). The agent's scratch
           directories (size-limited tmpfs mounts: the workdir, /tmp, /var/tmp, /home) are not in
           Docker's list: a pytest copy there is looked for with the image's own `find`.
+        - A templated task has no tests to copy in: its checks are held by the harness and run as
+          root in the workdir (`_checks`); a check that hangs on what the agent left fails.
         """
         if self._graded or self._sandbox is None:
             return 0.0, {}
@@ -293,6 +350,13 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 return 0.0, {"outcome": 0.0, "success": False, "tampered": tampered,
                              "test_output": "not graded: the agent changed the grading toolchain: "
                                             + "; ".join(tampered[:20]), "verify_s": time.monotonic() - t0}
+            if task.data["format"] == "templated":  # the checks come from here, not from the container
+                bits = self._checks(task)
+                outcome = 1.0 if set(bits) == {"1"} else 0.0
+                failed = [name for (name, _), b in zip(task.data["checks"], bits) if b == "0"]
+                return outcome, {"outcome": outcome, "success": outcome >= 1.0, "test_exit_code": int(bool(failed)),
+                                 "test_output": f"checks failed: {', '.join(failed)}" if failed else "all checks hold",
+                                 "verify_s": time.monotonic() - t0}
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
             if task.data["format"] == "harbor":  # as [verifier].user (root), with [verifier].env
                 user = task.data.get("verifier_user") or "root"
@@ -331,6 +395,8 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
 
     def reference_actions(self, task: Task) -> list[str]:
         """The task's reference solution, as the replies an agent would send."""
+        if task.data["format"] == "templated":
+            return templated.reference_replies(task, self.config.done_token)
         sol = task.data.get("solution")
         if not sol:
             return [self.config.done_token]
