@@ -1,4 +1,5 @@
-"""Seconds per training update on the personal-agent experiment (issue 19, item 4), split by phase.
+"""Seconds per training update, split by phase: the personal-agent experiment by default, or any
+experiment (`--experiment general_toolcall`, the general-agent grids).
 
 Runs `+experiment=personalization` (16 samples per update, <= 48 reply tokens) for a few updates with
 the combined signal, once as a full fine-tune and once with LoRA, and reads each iteration's phases
@@ -9,6 +10,7 @@ is <= 60 s per update for the 135M model on this 2-core machine.
 
     python benchmarks/chat_update.py                      # oracle judge, 4 updates each
     python benchmarks/chat_update.py judge=model hints=model --updates 3
+    python benchmarks/chat_update.py --experiment general_toolcall     # needs its SFT start (make general)
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("rollout_s", "judge_s", "hints_s", "teacher_s", "update_s", "publish_s")
 
 
-def run(updates: int, overrides: list[str], out: Path) -> list[dict]:
-    args = [sys.executable, "-m", "harness.run", "+experiment=personalization", f"mode.iterations={updates}",
+def run(experiment: str, updates: int, overrides: list[str], out: Path) -> list[dict]:
+    args = [sys.executable, "-m", "harness.run", f"+experiment={experiment}", f"mode.iterations={updates}",
             "mode.eval_every=0", "mode.eval_limit=1", "progress=false", f"hydra.run.dir={out}", *overrides]
     p = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
@@ -47,15 +49,17 @@ def phases(log: list[dict]) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--updates", type=int, default=4)
+    ap.add_argument("--experiment", default="personalization")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for both runs (e.g. judge=model hints=model)")
     args = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="chat_update.") as tmp:
         for name, extra in (("full", ["mode.lora=false"]), ("lora", ["mode.lora=true", "mode.lr=1e-4"])):
-            results[name] = phases(run(args.updates, [*args.overrides, *extra], Path(tmp) / name))
+            results[name] = phases(run(args.experiment, args.updates, [*args.overrides, *extra], Path(tmp) / name))
             print(f"{name:5s} " + "  ".join(f"{k} {v}" for k, v in results[name].items()), flush=True)
     best = min(results, key=lambda k: results[k]["total_s"])
-    print(json.dumps({"metric": "chat_update_seconds_per_update", "value": results[best]["total_s"],
+    metric = "chat_update" if args.experiment == "personalization" else f"{args.experiment}_update"
+    print(json.dumps({"metric": f"{metric}_seconds_per_update", "value": results[best]["total_s"],
                       "target": 60.0, "higher_is_better": False, "best": best,
                       "full_vs_lora": round(results["full"]["total_s"] / results["lora"]["total_s"], 3),
                       **{f"{k}_{p}": v for k, r in results.items() for p, v in r.items()},

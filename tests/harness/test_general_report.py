@@ -1,0 +1,43 @@
+"""The general-agent report: scores.csv rows from terminal/GUI/tool-call training runs (persona runs
+left out), the table per env with the Δ paired by seed against outcome, and the rows read back."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.reports.general import collect, write
+
+
+def _run(root: Path, name: str, env: str, signal: str, seed: int, scores: dict[int, float]) -> Path:
+    d = root / name
+    (d / ".hydra").mkdir(parents=True)
+    use_prm, use_opd = signal in ("prm", "prm_opd"), signal in ("opd", "prm_opd")
+    cfg = {"seed": seed, "env": {"name": env, "suite": "templated"}, "mode": {"name": "train"},
+           "signal": {"name": signal, "use_prm": use_prm, "use_opd": use_opd, "opd_topk": 0},
+           "judge": {"name": "oracle"}, "hints": {"name": "oracle"}}
+    (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    last = max(scores)
+    log = [{"iteration": u - 1, "eval_success": s} for u, s in scores.items() if 0 < u < last]
+    (d / "metrics.json").write_text(json.dumps({"iterations": last, "success_before": scores[0],
+                                                "success_after": scores[last], "train_log": log}))
+    return d
+
+
+def test_rows_table_and_paired_delta(tmp_path):
+    for seed, (out, prm) in enumerate([(0.30, 0.40), (0.20, 0.35), (0.25, 0.30)]):
+        _run(tmp_path, f"o{seed}", "toolcall", "outcome", seed, {0: 0.2, 8: 0.2, 16: out})
+        _run(tmp_path, f"p{seed}", "toolcall", "prm", seed, {0: 0.2, 8: 0.3, 16: prm})
+    chat = _run(tmp_path, "chat", "chat", "prm", 0, {0: 0.0, 16: 1.0})
+    yaml.safe_dump({"env": {"name": "chat", "persona": "brief"}}, (chat / ".hydra" / "config.yaml").open("w"))
+    rows = collect([tmp_path])
+    assert {r["env"] for r in rows} == {"toolcall"} and len(rows) == 18
+    md = write(rows, tmp_path / "out")
+    prm_row = next(line for line in md.splitlines() if line.startswith("| toolcall | prm |"))
+    assert prm_row.endswith("| 0.10 ± 0.12 (n=3) |")  # Δ @16: mean of (0.10, 0.15, 0.05), its 95% CI
+    assert (tmp_path / "out" / "curves.png").stat().st_size > 0
+    again = collect([tmp_path / "out" / "scores.csv"])
+    assert sorted((r["signal"], r["seed"], r["updates"], r["score"]) for r in again) == sorted(
+        (r["signal"], r["seed"], r["updates"], r["score"]) for r in rows)
+    with pytest.raises(SystemExit, match="in both"):
+        collect([tmp_path, tmp_path / "out" / "scores.csv"])
