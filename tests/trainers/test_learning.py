@@ -147,7 +147,8 @@ def test_a_general_agent_learns_the_right_tool_call(signal, served):
     optimizer = torch.optim.AdamW(model.parameters(), lr=UPDATE.lr, weight_decay=0.0)
     prompt_ids = policy.prompt_ids([{"role": "system", "content": ""}, {"role": "user", "content": task.instruction}],
                                    tools)
-    good_ids, bad_ids = (policy.tokenizer.encode(c + "<|im_end|>", add_special_tokens=False) for c in (good_call, bad_call))
+    good_ids, bad_ids = (policy.tokenizer.encode(c + "<|im_end|>", add_special_tokens=False)
+                         for c in (good_call, bad_call))
     good0, bad0 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
     hints = OracleHints(lambda task_id: reference_actions(task))
     hinter = lambda sts: hints.hints_for([st.group for st in sts], [st.step for st in sts])  # noqa: E731
