@@ -32,7 +32,7 @@ from nextstate.types import NextState, Task
 class ChatEnvConfig(EnvConfig):
     tasks_dir: str
     patience: int  # complaints about one request before the user moves on
-    persona: str | None  # None: the sessions in tasks_dir; else persona suites (a name, "a,b" or "all")
+    persona: str | None  # None: the sessions in tasks_dir; else persona suites (a name, "v2/<name>", "a,b" or "all")
 
 
 class ChatEnv(TextEnv):

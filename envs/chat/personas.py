@@ -5,6 +5,11 @@ tasks from request templates and word lists. The user's wants are the same for e
 they are never said up front: they show only in the user's complaints, each picked per request from
 several phrasings, so a policy has to learn the preference from the next state rather than copy one
 sentence. Train and test requests draw on separate word lists, so the test requests are unseen.
+A file's `distinct` slot (the question) is drawn without replacement: each request of a split asks
+a different one, so a split of n requests is n questions, not a few in varied wrappers.
+
+Earlier versions of the suites stay loadable for reproducing results measured on them:
+envs/tasks/personas/v2/<name>.yaml, selected as `env.persona=v2/<name>`.
 
 Generation is deterministic (a `random.Random` seeded with the name, version, seed and split) and
 pinned by a digest of what it generates: a changed generator or word list fails on load, asking for
@@ -30,7 +35,7 @@ PERSONAS_DIR = Path(__file__).resolve().parents[1] / "tasks" / "personas"
 SPLITS = ("train", "test")
 REQUIRED = ("name", "version", "seed", "wants", "templates", "slots", "train_slots", "test_slots",
             "reference", "n_train", "n_test", "digest")
-OPTIONAL = ("difficulty", "thanks")
+OPTIONAL = ("difficulty", "thanks", "distinct")
 WANT_OPTIONS = ("complaints", "gate", "not_in_request", "instruction")
 MIN_PHRASINGS = 3
 # `{slot}` or `{slot.field}`; regex quantifiers such as `{2,}` in a `matches` value are left alone
@@ -77,7 +82,7 @@ def _fill_value(path: Path, value: Any, values: dict[str, Any]) -> Any:
 def _unsaid(path: Path, task_id: str, phrases: list[str], request: str) -> list[str]:
     """The phrases the request does not already say. Without this, "on topic" was met by echoing the
     question: an RL policy learned "The quickest way to cool down a hot room is to cool down a hot
-    room." and scored 1.0 on every held-out request (session 16)."""
+    room." and scored 1.0 on every held-out request of a suite whose keys were the question's words."""
     left = [p for p in phrases if p.lower() not in request.lower()]
     if not left:
         raise TaskFormatError(f"{path}: {task_id}: every phrase of a not_in_request want is in the request "
@@ -119,6 +124,8 @@ def _check_shape(path: Path, d: Any) -> None:
     shared = set(d["slots"]) & set(d["train_slots"])
     if shared:
         raise TaskFormatError(f"{path}: slots {sorted(shared)} are both shared and per split")
+    if "distinct" in d:
+        _check_distinct(path, d)
     if not isinstance(d["wants"], list) or not d["wants"]:
         raise TaskFormatError(f"{path}: wants must be a non-empty list")
     for i, w in enumerate(d["wants"]):
@@ -139,18 +146,45 @@ def _check_shape(path: Path, d: Any) -> None:
                                   f"{MIN_PHRASINGS} different phrasings")
 
 
+def _check_distinct(path: Path, d: dict) -> None:
+    """The `distinct` slot: per split, with no entry twice, none in both splits, and at least as many
+    entries as requests (each request of a split draws its own)."""
+    slot = d["distinct"]
+    if not isinstance(slot, str) or slot not in d["train_slots"]:
+        raise TaskFormatError(f"{path}: distinct names a slot of train_slots and test_slots, got {slot!r}")
+    keys = {}
+    for split in SPLITS:
+        entries = [json.dumps(e, sort_keys=True, ensure_ascii=False) for e in d[f"{split}_slots"][slot]]
+        twice = sorted({e for e in entries if entries.count(e) > 1})
+        if twice:
+            raise TaskFormatError(f"{path}: {split}_slots.{slot} lists {twice[0]} twice")
+        if d[f"n_{split}"] > len(entries):
+            raise TaskFormatError(f"{path}: n_{split}={d[f'n_{split}']} but {split}_slots.{slot} has only "
+                                  f"{len(entries)} entries: each {split} request draws a different {slot} "
+                                  f"(distinct: {slot}), so add entries or lower n_{split}")
+        keys[split] = set(entries)
+    both = sorted(keys["train"] & keys["test"])
+    if both:
+        raise TaskFormatError(f"{path}: {slot} entries in both train_slots and test_slots: {len(both)} "
+                              f"(e.g. {both[0]})")
+
+
 def _generate(path: Path, d: dict, split: str) -> list[Task]:
     n = d[f"n_{split}"]
     rng = random.Random(f"{d['name']}:{d['version']}:{d['seed']}:{split}")  # str seeds are stable across runs
     lists = {**d["slots"], **d[f"{split}_slots"]}
     thanks = str(d.get("thanks") or THANKS).strip()
+    distinct = d.get("distinct")
+    # without replacement: request i asks the i-th entry of one shuffle (a file without `distinct`
+    # draws every slot with replacement, and so generates what it always did)
+    order = rng.sample(lists[distinct], len(lists[distinct])) if distinct else []
     seen: set[str] = set()
     tasks: list[Task] = []
     for _ in range(50 * n):  # distinct texts; a draw already seen is drawn again
         if len(tasks) == n:
             break
         template = rng.choice(d["templates"])
-        values = {name: rng.choice(lists[name]) for name in sorted(lists)}
+        values = {name: order[len(tasks)] if name == distinct else rng.choice(lists[name]) for name in sorted(lists)}
         text = " ".join(_fill(path, template, values).split())
         if text in seen:
             continue
@@ -220,21 +254,30 @@ def load_persona(path: Path) -> list[Task]:
 
 
 def available(root: Path = PERSONAS_DIR) -> list[str]:
+    """The current personas (what `all` loads)."""
     return sorted(p.stem for p in Path(root).glob("*.yaml"))
 
 
+def earlier(root: Path = PERSONAS_DIR) -> list[str]:
+    """Earlier versions of the suites, kept to reproduce results measured on them: `v2/brief` ..."""
+    return sorted(f"{p.parent.name}/{p.stem}" for p in Path(root).glob("v*/*.yaml"))
+
+
 def load_personas(spec: str, split: str | None = None, root: Path = PERSONAS_DIR) -> list[Task]:
-    """The tasks of the personas `spec` names: one name, a comma-separated list, or `all`."""
+    """The tasks of the personas `spec` names: one name (`brief`, or `v2/brief` for an earlier version),
+    a comma-separated list, or `all` (the current ones)."""
     names = available(root)
     wanted = names if spec.strip() == "all" else list(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
-    unknown = [n for n in wanted if n not in names]
+    unknown = [n for n in wanted if n not in names + earlier(root)]
     if unknown or not wanted:
         raise ValueError(f"unknown persona {', '.join(unknown) or repr(spec)}: choose from {', '.join(names)}, "
-                         f"a comma-separated list of them, or all (env.persona)")
+                         f"a comma-separated list of them, or all (env.persona); earlier versions: "
+                         f"{', '.join(earlier(root)) or 'none'}")
     tasks = [t for n in wanted for t in load_persona(Path(root) / f"{n}.yaml")]
     return [t for t in tasks if split in (None, "all") or t.split == split]
 
 
 if __name__ == "__main__":  # print the digest each persona file generates (after changing one)
-    for p in [Path(a) for a in sys.argv[1:]] or sorted(PERSONAS_DIR.glob("*.yaml")):
+    files = sorted(PERSONAS_DIR.glob("*.yaml")) + sorted(PERSONAS_DIR.glob("v*/*.yaml"))
+    for p in [Path(a) for a in sys.argv[1:]] or files:
         print(f"{p}: digest {read_persona(p)[1]}")

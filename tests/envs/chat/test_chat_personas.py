@@ -1,5 +1,7 @@
 """Persona suites for `nextstate/Chat-v0`: users with a hidden preference, graded on the first reply.
 Fast: no Docker, no model."""
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -15,7 +17,7 @@ import envs  # noqa: F401  (registers the environments)
 from agents.base import NoopAgent, OracleAgent
 from agents.rollout import run_episode
 from envs.chat.env import ChatEnv, ChatEnvConfig
-from envs.chat.personas import PERSONAS_DIR, available, load_persona, load_personas, read_persona
+from envs.chat.personas import PERSONAS_DIR, available, digest, earlier, load_persona, load_personas, read_persona
 from envs.chat.user import CHECKS, GIVE_UP
 from envs.task_formats import TaskFormatError
 from tests.paths import ROOT
@@ -82,6 +84,61 @@ def test_complaints_vary_across_requests_and_never_appear_in_the_request(name, c
         for w in t.data["requests"][0].wants:
             assert w.complaint.lower() not in t.instruction.lower()
             assert w.complaint.lower() not in config.system_prompt.lower()
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_request_of_a_split_asks_a_different_question(name, env):
+    """Each request draws its own entry of the `distinct` slot (the question, topic or work): a split
+    of n requests is n questions, none of them (nor their topics) in the other split, and each
+    reference reply gets the full grade from its own persona."""
+    d = FILES[name]
+    slot = d["distinct"]
+    pools = {split: d[f"{split}_slots"][slot] for split in ("train", "test")}
+    for split, at_least in (("train", 60), ("test", 30)):
+        tasks = [t for t in SUITES[name] if t.split == split]
+        asked = []
+        for t in tasks:
+            (entry,) = [e for e in pools[split] if e["text"] in t.instruction]
+            asked.append(entry["text"])
+        assert len(set(asked)) == len(tasks) == d[f"n_{split}"] >= at_least, (name, split, len(set(asked)))
+        for t in tasks:
+            env.reset(options={"task_id": t.task_id})
+            _, reward, term, _, info = env.step(t.data["requests"][0].reference)
+            assert (reward, term, info["first_reply_met"]) == (1.0, True, True), t.task_id
+    for field in ("text", "topic"):
+        if field in pools["train"][0]:
+            train, test = ({e[field] for e in pools[s]} for s in ("train", "test"))
+            assert not train & test, (name, field, train & test)
+
+
+def _fingerprint(tasks) -> str:
+    """Everything a task is: ids, split, tags, grading, and every request with its wants (instructions
+    and complaints included), thanks and reference."""
+    rows = [[t.task_id, t.instruction, t.split, t.difficulty, list(t.tags), t.data["persona"], t.data["grading"],
+             list(t.data["gates"]), [[r.text, [[w.check, w.value, w.complaint, w.instruction] for w in r.wants],
+                                      r.thanks, r.reference] for r in t.data["requests"]]] for t in tasks]
+    return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# what the version-2 files generate, recorded (results/personalization/ was measured on these):
+# (digest, fingerprint) per persona
+V2 = {"brief": ("ce9f8bf3d54aac0c", "7b2bd0e486fbd1cf"), "casual": ("ac8ff93c602e26b6", "1d30904dbbf8590f"),
+      "student": ("15843de1e3a0560c", "12c565715e46723f"), "teacher": ("aa62b382a00a5853", "9c963379c32f3e58")}
+
+
+def test_version_2_stays_loadable_and_generates_the_same_tasks(persona_config):
+    assert earlier() == [f"v2/{n}" for n in sorted(V2)]
+    for name, (digest_v2, fingerprint_v2) in V2.items():
+        tasks = load_personas(f"v2/{name}")
+        assert (digest(tasks), _fingerprint(tasks)) == (digest_v2, fingerprint_v2), name
+        assert len(tasks) == 90 and tasks[0].task_id == f"{name}-train-000" and tasks[0].data["persona"] == name
+        assert digest(SUITES[name]) != digest_v2  # the default is version 3
+    env = ChatEnv(persona_config("v2/brief"), split="test")
+    assert [t.instruction for t in env.tasks] == [t.instruction for t in load_personas("v2/brief", "test")]
+    pool = [q["text"] for q in yaml.safe_load((PERSONAS_DIR / "v2" / "brief.yaml").read_text())["test_slots"]["q"]]
+    assert len({q for t in env.tasks for q in pool if q in t.instruction}) == 12  # v2 drew with replacement
+    assert {t.data["persona"] for t in ChatEnv(persona_config('"v2/brief,brief"')).tasks} == {"brief"}
+    env.close()
 
 
 def test_generation_is_deterministic_across_loads_and_processes():
@@ -169,6 +226,13 @@ BAD = [
     (dict(test_slots={"fruit": [{"name": "apples", "keys": ["apple"]}]}), "test requests are also train requests"),
     (dict(test_slots={"veg": [{"name": "kale", "keys": ["kale"]}]}), "must name the same slots"),
     (dict(n_train=5), "only 2 different train requests for n_train=5"),
+    (dict(distinct="fruit"), r"n_train=2 but train_slots.fruit has only 1 entries: each train request draws a "
+                             r"different fruit"),
+    (dict(distinct="who"), "distinct names a slot of train_slots and test_slots, got 'who'"),
+    (dict(distinct="fruit", n_train=1, test_slots={"fruit": [{"name": "pears", "keys": ["pear"]}] * 2}),
+     "test_slots.fruit lists .* twice"),
+    (dict(distinct="fruit", n_train=1, test_slots={"fruit": [{"name": "apples", "keys": ["apple", "pome"]}]}),
+     "fruit entries in both train_slots and test_slots: 1"),
     (dict(n_test=0), "n_test must be a positive integer"),
     (dict(version="1"), "version must be a positive integer"),
     (dict(name="other"), "name 'other' must match the file name"),
@@ -184,6 +248,13 @@ def test_a_malformed_persona_is_a_clear_error_naming_the_file(tmp_path, changes,
     path.write_text(yaml.safe_dump(d))
     with pytest.raises(TaskFormatError, match=rf"tiny\.yaml: .*{reason}"):
         load_persona(path)
+
+
+def test_a_distinct_slot_is_drawn_without_replacement(tmp_path):
+    fruits = [{"name": n, "keys": [n[:-1]]} for n in ("apples", "plums", "figs", "limes")]
+    tasks = load_persona(_write(tmp_path, _tiny(distinct="fruit", n_train=4, train_slots={"fruit": fruits})))
+    asked = [t.instruction.split(" about ")[1] for t in tasks if t.split == "train"]
+    assert sorted(asked) == ["apples.", "figs.", "limes.", "plums."]  # each once, in a seeded order
 
 
 def test_missing_keys_and_bad_yaml_are_clear_errors(tmp_path):
@@ -211,7 +282,7 @@ def test_a_not_in_request_want_drops_the_phrases_the_request_already_says(tmp_pa
 
 @pytest.mark.parametrize("name", ["brief", "casual", "student"])
 def test_red_team_echoing_the_request_is_not_on_topic(env, name):
-    """The attack an RL policy found (session 16): restate the question in a short sentence ("The
+    """The attack an RL policy found: restate the question in a short sentence ("The
     quickest way to cool down a hot room is to cool down a hot room.") and meet every want of `brief`
     without answering. Every request of the personas whose gate is "answers the question" must fail
     its gate on the request itself, reworded or not; `teacher` is left out on purpose: its gate is
