@@ -1,9 +1,11 @@
 """The templated tool-call suite (`env.suite=templated`): short requests over three small tools
 (envs/toolcall/tools/basics.py), drawn from seeds, in reach of a small model.
 
-Five templates, from one call to three: convert a value between units; evaluate an arithmetic
+Six templates, from one call to three: convert a value between units; evaluate an arithmetic
 expression; look up a city's country, population or elevation; a city's elevation in feet (lookup,
-then convert); two cities' combined population (two lookups, then add). Every instance is distinct,
+then convert); two cities' combined population (two lookups, then add); how much higher one city
+lies than another (two lookups, then subtract). The mix leans on the multi-call templates: after a
+warm start on a few dozen demonstrations the single calls are nearly always right, the chains not. Every instance is distinct,
 and train and test never share the values an instance is made of: the split of a number, a sum's
 operands or a city is fixed by a hash of it, so a test instance asks about values training never saw.
 
@@ -31,7 +33,7 @@ from nextstate.types import NextState, Task
 
 TEST_FRACTION = 0.3  # the share of values (numbers, operand pairs, cities) that only test instances use
 # template -> its share of a split; fixed, so train and test ask the same mix
-MIX = {"convert": 0.25, "calculate": 0.2, "lookup": 0.25, "feet": 0.15, "sum": 0.15}
+MIX = {"convert": 0.1, "calculate": 0.1, "lookup": 0.25, "feet": 0.15, "sum": 0.2, "diff": 0.2}
 _PAIRS = [("km", "mi"), ("mi", "km"), ("m", "ft"), ("ft", "m"), ("kg", "lb"), ("lb", "kg"),
           ("l", "gal"), ("gal", "l"), ("c", "f"), ("f", "c")]
 _OPS = {"+": ("plus", "add"), "-": ("minus", "sub"), "*": ("times", "mul")}
@@ -153,9 +155,25 @@ def _make_sum(key, rng: random.Random) -> _Instance:
     return _Instance(f"tpl-sum-{slug}", "sum", q, ref, f"Together about {total:g} million people.", total, "hard")
 
 
+def _make_diff(key, rng: random.Random) -> _Instance:
+    a, b = sorted(key, key=lambda c: -cities()[c.lower()]["elevation_m"])  # a lies higher
+    ea, eb = cities()[a.lower()]["elevation_m"], cities()[b.lower()]["elevation_m"]
+    expr = f"{ea} - {eb}"
+    q = rng.choice([f"How much higher is {a} than {b}, in metres?",
+                    f"By how many metres does {a} lie above {b}?"])
+    ref = [[_call("lookup_city", city=a), _call("lookup_city", city=b)], [_call("calculate", expression=expr)]]
+    slug = "-".join(c.lower().replace(" ", "-") for c in sorted(key))
+    return _Instance(f"tpl-diff-{slug}", "diff", q, ref, f"{a} lies {ea - eb} m higher than {b}.", ea - eb, "hard")
+
+
+def _diff_instances(split: str) -> list[tuple[str, Any]]:
+    elevation = {c: cities()[c.lower()]["elevation_m"] for c in _city_names(split)}
+    return [(key, pair) for key, pair in _sum_instances(split) if elevation[pair[0]] != elevation[pair[1]]]
+
+
 _TEMPLATES = {"convert": (_convert_instances, _make_convert), "calculate": (_calculate_instances, _make_calculate),
               "lookup": (_lookup_instances, _make_lookup), "feet": (_feet_instances, _make_feet),
-              "sum": (_sum_instances, _make_sum)}
+              "sum": (_sum_instances, _make_sum), "diff": (_diff_instances, _make_diff)}
 
 
 def _counts(total: int) -> dict[str, int]:

@@ -38,7 +38,7 @@ def test_sizes_distinct_and_splits_disjoint():
     assert {t.split for t in TRAIN} == {"train"} and {t.split for t in TEST} == {"test"}
     train_values = set().union(*map(_values, TRAIN))
     assert not train_values & set().union(*map(_values, TEST))
-    assert {t.tags[1] for t in TEST} == {"convert", "calculate", "lookup", "feet", "sum"}
+    assert {t.tags[1] for t in TEST} == {"convert", "calculate", "lookup", "feet", "sum", "diff"}
 
 
 def test_same_seed_same_suite_another_seed_another():
