@@ -5,9 +5,11 @@ Six templates, from one call to three: convert a value between units; evaluate a
 expression; look up a city's country, population or elevation; a city's elevation in feet (lookup,
 then convert); two cities' combined population (two lookups, then add); how much higher one city
 lies than another (two lookups, then subtract). The mix leans on the multi-call templates: after a
-warm start on a few dozen demonstrations the single calls are nearly always right, the chains not. Every instance is distinct,
-and train and test never share the values an instance is made of: the split of a number, a sum's
-operands or a city is fixed by a hash of it, so a test instance asks about values training never saw.
+warm start on a few dozen demonstrations the single calls are nearly always right, the chains not.
+
+Every instance is distinct, and train and test never share the values an instance is made of: the
+split of a number, a sum's operands or a city is fixed by a hash of it, so a test instance asks about
+values training never saw.
 
 Grading: the final plain-text answer must contain the expected value (a number within rounding, or
 the country's name) and at most `_MAX_NUMBERS` numbers, so listing every number seen does not pass.

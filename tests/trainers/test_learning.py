@@ -130,7 +130,9 @@ def _tool_trajectories(model, env, task, tools, prompt_ids, replies) -> list[Tra
 @pytest.mark.parametrize("signal", list(SIGNALS))
 def test_a_general_agent_learns_the_right_tool_call(signal, served):
     """The right call (the env labels it matching the reference, and its episode is solved) against a
-    wrong one (another tool, a failed episode): every signal must move the policy toward the right call."""
+    wrong one (another tool, a failed episode): every signal must move the policy toward the right call.
+    The margin is what is asserted: both calls open with the same tokens (`<tool_call>`, `{"name": "`),
+    which the wrong call's negative advantage pushes down too, so the right call's own log p may fall."""
     from transformers import AutoModelForCausalLM
 
     from envs.toolcall.env import ToolCallEnv
@@ -168,5 +170,4 @@ def test_a_general_agent_learns_the_right_tool_call(signal, served):
 
     good1, bad1 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
     print(f"{signal}: log p(right call) {good0:.2f} -> {good1:.2f}, log p(wrong call) {bad0:.2f} -> {bad1:.2f}")
-    assert good1 > good0 + 1.0, f"{signal}: log p(right call) {good0:.2f} -> {good1:.2f}"
     assert (good1 - bad1) > (good0 - bad0) + 1.0, f"{signal}: margin {good0 - bad0:.2f} -> {good1 - bad1:.2f}"
