@@ -9,7 +9,7 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
 APT_PACKAGES := docker.io debootstrap git ca-certificates chromium btrfs-progs
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo demo-toolcall personalization demo-terminal lint test test-slow bench system docker images model clean-containers regress report \
+.PHONY: setup demo demo-toolcall personalization demo-terminal lint docs test test-slow bench system docker images model clean-containers regress report \
 	sft-toolcall signal-comparison general
 
 setup: system $(DEPS_STAMP) docker images model
@@ -55,7 +55,7 @@ demo-toolcall: setup
 	$(PY) -m harness.run -m +experiment=demo_toolcall signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(DEMO_DIR)
 	@$(PY) -m harness.compare $(DEMO_DIR)
 
-# Issue 19's experiment (conf/experiment/personalization.yaml): signal x feedback x seed, 16 updates each,
+# The personal-agent experiment (conf/experiment/personalization.yaml): signal x feedback x seed, 16 updates each,
 # scored at 0/4/8/12/16 updates. ~6 min a run with oracle feedback on 2 cores. The model arm's judge and
 # hint extractor are the 135M model fine-tuned on the persona's train split first (mode=sft_judge; the
 # untrained one parses 34% of its votes and none of its hints). Run it again and finished runs are
@@ -101,13 +101,18 @@ demo-terminal: setup
 lint: $(DEPS_STAMP)
 	$(PY) -m ruff check .
 
-test: lint setup
+# the docs site (mkdocs.yml, docs/) into a git-ignored dir; --strict fails on a broken link or a page
+# missing from the nav; seconds, so it runs before the tests
+docs: $(DEPS_STAMP)
+	$(PY) -m mkdocs build --strict -q -d .cache/site
+
+test: lint setup docs
 	$(PY) -m pytest
 
 test-slow: setup
 	$(PY) -m pytest -m slow
 
-# Issue 8's experiment (conf/experiment/signal_comparison.yaml; ~2 h on 2 cores). The two arms run
+# The tool-call signal comparison (conf/experiment/signal_comparison.yaml; ~2 h on 2 cores). The two arms run
 # side by side, seed by seed, so an interrupted sweep still holds whole seeds; run it again and finished
 # jobs are skipped, killed ones resume from their last iteration.
 SC_DIR ?= results/signal_comparison

@@ -1,5 +1,5 @@
-"""What the oracle hint does to the OPD teacher (issue 19, item 6's "the OPD teacher's logprob shift
-with and without the hint"), on a persona's train requests.
+"""What the oracle hint does to the OPD teacher (the OPD teacher's logprob shift
+with and without the hint), on a persona's train requests.
 
 For each request, the frozen teacher (the default model) scores the request's reference reply with
 and without the hint appended as the experiment appends it (`hints.teacher_suffix`), and we read

@@ -1,4 +1,4 @@
-"""How far reward alone could take the default model on a persona (issue 19, item 6's "find out why").
+"""How far reward alone could take the default model on a persona.
 
 RL without a teacher can only make likelier what the policy already samples. For each held-out
 request we draw k replies from the untrained model at the rollout temperature and grade each with

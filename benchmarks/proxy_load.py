@@ -1,4 +1,4 @@
-"""Load on a real `mode=proxy` run (issue 22): N concurrent sessions x M turns through its HTTP face,
+"""Load on a real `mode=proxy` run: N concurrent sessions x M turns through its HTTP face,
 each turn continuing its session's history (X-Session-Id, the X-Session-Token the first reply gave,
 the key the proxy was started with), while the run judges and trains on them. A 503 during a weight
 swap is retried after its Retry-After, as a client should, and counted apart: it is not an error.

@@ -38,7 +38,7 @@ from nextstate.config import compose, typed  # noqa: E402
 PER_CATEGORY = 60
 ROUNDS = 5
 GROUP = 8
-# One model reply (an agent step's generation), assumed, not measured: issue 18's lower bound of
+# One model reply (an agent step's generation), assumed, not measured: a lower bound of
 # 50 ms (a short tool call decoded by a served model; the repo's recorded chat runs,
 # results/multirun/demo-*, took 3.5-27 s per reply on their machine).
 ASSUMED_REPLY_S = 0.050

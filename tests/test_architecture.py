@@ -1,4 +1,4 @@
-"""The layers of README's Architecture, checked on the source: imports point one way (down), and no two
+"""The layers of docs/architecture.md, checked on the source: imports point one way (down), and no two
 modules import each other through any chain (lazy imports inside functions count: they hide cycles, they
 don't remove them)."""
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_imports_only_point_down_the_layers(graph):
             there = target.split(".")[0]
             if there != here and RANK[there] >= RANK[here]:
                 upward.append(f"{name} -> {target}")
-    assert not upward, "imports against the layers (README, Architecture):\n" + "\n".join(sorted(upward))
+    assert not upward, "imports against the layers (docs/architecture.md):\n" + "\n".join(sorted(upward))
 
 
 def test_the_ground_imports_nothing_of_the_project(graph):

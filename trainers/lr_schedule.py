@@ -1,5 +1,5 @@
 """The learning rate of each update. A constant rate is the default; a decaying one is for short runs
-whose policy peaks early and drifts after (issue 19: both personalization seeds peaked at 12 of 16
+whose policy peaks early and drifts after (in the personal-agent experiment, both seeds peaked at 12 of 16
 updates and fell back), so that the last updates refine rather than wander."""
 from __future__ import annotations
 

@@ -262,9 +262,9 @@ def frozen_servers(signal: SignalConfig, judge_kind, hint_kind, tc, judge_model:
                    init_path: Path) -> tuple[Path | None, Path | None]:
     """The weights of the frozen servers a run needs: (the initial weights, for the frozen OPD teacher,
     the KL reference and a judge of the same weights; a `judge.model` checkpoint of its own, for the
-    PRM votes and model hints). The roles share one server when the weights are the same. Before, a
-    `judge.model` checkpoint was the only frozen server, so it also became the OPD teacher and the KL
-    reference: a run with a trained judge distilled from the judge (session 19)."""
+    PRM votes and model hints). The roles share one server when the weights are the same. A `judge.model`
+    checkpoint is never the OPD teacher or the KL reference: were it the only frozen server, a run with
+    a trained judge would distil from the judge."""
     judge_needed = (signal.use_prm and judge_kind.needs_model) or (signal.use_opd and hint_kind.needs_model)
     init_needed = tc.kl_coef > 0 or (signal.use_opd and tc.teacher == "frozen")
     judge_path = Path(judge_model) if judge_model else init_path

@@ -1,4 +1,4 @@
-"""`mode=sft_judge`: a PRM judge and hint extractor trained for a persona's chat steps (issue 19, item 3).
+"""`mode=sft_judge`: a PRM judge and hint extractor trained for a persona's chat steps.
 
 The 135M model as its own judge gives a parsable vote 7% of the time, at chance accuracy. The judge's
 job on chat steps is narrow: read the reply and the user's next message, and say whether the user

@@ -2,10 +2,10 @@
 runs them as batches. On a CPU a batch of 16 costs little more than a batch of 1 per step (generation
 is memory-bound at small batch), so concurrent episodes share the model almost for free.
 
-No request holds the model for long while others wait (issue 22: one request with max_tokens=10^9 at
-temperature 0 stalled every client). A batch runs until it is done or, once it has run `quantum_s`
-while other requests wait, is preempted between two decoding steps: its unfinished rows go to the back
-of the line with what they have sampled so far, and the next batch is made of the oldest waiting
+No request holds the model for long while others wait (without preemption, one request with
+max_tokens=10^9 at temperature 0 would stall every client). A batch runs until it is done or, once it
+has run `quantum_s` while other requests wait, is preempted between two decoding steps: its unfinished
+rows go to the back of the line with what they have sampled so far, and the next batch is made of the oldest waiting
 requests, new ones and preempted ones alike. A preempted row carries on where it stopped: its
 prompt plus its tokens so far are prefilled again (the prefix cache keeps most of that), and a seeded
 row keeps drawing from its own generator. Requests with different max_new_tokens share a batch, each

@@ -1,5 +1,5 @@
 """`python -m harness.personalization <sweep dir>... --out results/personalization`: the personal-agent
-experiment's results (issue 19), shaped like the paper's table.
+experiment's results, shaped like the paper's table.
 
 Every evaluation of every finished or running training run on a persona (`env.persona`) becomes a
 row of `scores.csv` (persona, signal, judge, seed, updates, score, ...): the held-out score after that
@@ -7,7 +7,7 @@ many updates, the share of test requests whose first greedy reply met every pref
 rows alone (so the table can be recomputed) come `table.md`: the score at 8 and 16 updates per signal
 and judge, mean ± 95% CI over seeds and the paired Δ against outcome reward of the same seed; and
 `curves.png`: the mean score against updates, one line per (signal, judge). Beside the score, each
-preference on its own (issue 19's "the rate of each preference"): `wants.csv` (one row per evaluation
+preference on its own (the rate of each preference): `wants.csv` (one row per evaluation
 and preference, read from the runs' saved first replies), a table under the score's in `table.md`,
 and `wants.png`. A score that stays flat while one preference goes from 3 to 28 of 30 is learning the
 score cannot show; the per-preference rates show it, and which preference holds the score down.

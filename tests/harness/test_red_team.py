@@ -1,4 +1,4 @@
-"""Red team (issue 21, item 3): no result is lost. `python -m harness.run` killed with SIGKILL at each
+"""Red team: no result is lost. `python -m harness.run` killed with SIGKILL at each
 write point of an eval run (before metrics.json, before and after the leaderboard append, half-way
 through a trajectory line), then resumed: exactly one leaderboard row and whole trajectories, and no
 stray run dir. A malformed leaderboard: the run exits 0 with a warning and its row is kept, then filed

@@ -1,4 +1,4 @@
-"""Sweeps through submitit (issue 20, item 4). `-m hydra/launcher=submitit_local` runs the code path
+"""Sweeps through submitit. `-m hydra/launcher=submitit_local` runs the code path
 of `hydra/launcher=slurm` (conf/hydra/launcher/slurm.yaml) without a cluster: the sweep is pickled,
 each job is its own process started by submitit, and the jobs share nothing with the submitting
 process but the filesystem and what the launcher hands them. The SLURM preset runs through

@@ -1,7 +1,7 @@
 """Which frozen servers a run starts, and on which weights. A trained judge (`judge.model`) is for the
 PRM votes and the model hints only: the OPD teacher and the KL reference stay the initial weights.
-Before session 19 the judge checkpoint was the one frozen server, so a run with a trained judge
-distilled from the judge."""
+Were the judge checkpoint the one frozen server, a run with a trained judge would distil from the
+judge."""
 from pathlib import Path
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Fair generation on the embedded server (issue 22, item 2): one request asking for a huge reply at
+"""Fair generation on the embedded server: one request asking for a huge reply at
 temperature 0 does not hold the model while short requests arrive (the batcher preempts it between
 decoding steps), its max_new_tokens is clamped to what the model's context leaves, and it ends at the
 server's request deadline. The real model behind the real server, over HTTP."""

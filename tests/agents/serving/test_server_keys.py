@@ -1,4 +1,4 @@
-"""Local servers are keyed (issue 22, item 5): a server the harness launches answers nothing but
+"""Local servers are keyed: a server the harness launches answers nothing but
 /health without `Authorization: Bearer <key>`, its key a fresh random one handed over in the
 environment (never on the command line, which `ps` shows every user) and never written to the run
 dir; HTTPPolicy and the Endpoints a Ray actor rebuilds it from carry the key; attached servers take

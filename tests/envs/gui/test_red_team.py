@@ -1,9 +1,9 @@
-"""Attacks on the GUI env's line between the agent's faults and the browser's (issue 21, item 2).
+"""Attacks on the GUI env's line between the agent's faults and the browser's.
 
-Before: a browser call slower than `call_timeout_s` was an infra failure (unscored), and nothing
-bounded what one action asks of the browser, so an agent could turn its own failing episode into an
-unscored one by typing 20,000 characters or pressing a 2,000-key combination; `scroll(0, 1e999)` raised
-OverflowError out of `step`. Now such actions are refused before they reach the browser with an error
+The attacks: a browser call slower than `call_timeout_s` counted as an infra failure (unscored), or an
+action that asks the browser for too much, would let an agent turn its own failing episode into an
+unscored one by typing 20,000 characters or pressing a 2,000-key combination; `scroll(0, 1e999)` would
+raise OverflowError out of `step`. Such actions are refused before they reach the browser with an error
 next state (caps in conf/env/gui.yaml), the episode goes on, and only a browser that dies on its own
 is an infra failure."""
 import time

@@ -1,5 +1,5 @@
-"""Red-team attacks on SWE grading (issue 21, item 1): a patch that changes how the tests run rather
-than what they test. conftest.py and test files were already dropped (their paths name a test);
+"""Red-team attacks on SWE grading: a patch that changes how the tests run rather
+than what they test. conftest.py and test files are dropped (their paths name a test);
 these files are not test files by that rule, yet pytest or Python reads them: a pytest plugin named
 in tox.ini / setup.cfg / pyproject.toml options, or a sitecustomize.py. None may resolve an
 instance the patch does not fix."""

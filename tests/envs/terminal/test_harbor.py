@@ -1,4 +1,4 @@
-"""Harbor-format tasks run as Harbor runs them (issue 23): the fixtures in tests/fixtures/harbor/ each
+"""Harbor-format tasks run as Harbor runs them: the fixtures in tests/fixtures/harbor/ each
 exercise one field of task.toml, and the two `broken-*` ones must each be one infra-failure row while
 the rest of the suite runs. The first tests need no Docker; the rest drive real containers."""
 import dataclasses
@@ -99,7 +99,7 @@ def test_from_lines_with_flags_and_digests_map_by_repository():
 
 
 def test_image_map_entries_and_the_fallback_from_the_command_line():
-    """The README's override syntax: repository keys need no `:` or `@`, which Hydra refuses in a key."""
+    """The override syntax of docs/envs.md: repository keys need no `:` or `@`, which Hydra refuses in a key."""
     from envs.make import env_config
     from nextstate.config import compose
 
@@ -158,7 +158,7 @@ def test_noop_fails_the_fixtures(env, terminal_config, task_id):
 @pytest.mark.parametrize("field", ["storage_mb = 16", 'storage = "16M"'])
 def test_storage_mb_is_the_tasks_disk_limit(tmp_path, terminal_config, sandbox_config, terminal_image, field):
     """Harbor's [environment].storage_mb (or `storage`) is the episode's sandbox.disk_limit: writing
-    64 MiB stops at 16 MiB, and the next state names the limit. Before: ignored, with a warning."""
+    64 MiB stops at 16 MiB, and the next state names the limit."""
     d = tmp_path / "small-disk"
     shutil.copytree(SUITE_DIR / "hello-harbor", d)
     with (d / "task.toml").open("a") as f:

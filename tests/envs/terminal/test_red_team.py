@@ -1,4 +1,4 @@
-"""Red-team attacks on the terminal env's grading (issue 21, item 1): an agent that forges its exit
+"""Red-team attacks on the terminal env's grading: an agent that forges its exit
 code or its reward must fail. Each test drives a real episode in Docker with scripted replies; the
 attack must not succeed."""
 import dataclasses
@@ -143,7 +143,7 @@ REWARD_WRITER = ("(setsid nohup bash -c 'while true; do echo 1 > /logs/verifier/
 
 def test_a_loop_of_the_verifiers_own_user_cannot_write_the_reward(env, terminal_config):
     """The agent runs as the (non-root) [verifier].user: /logs/verifier, made theirs for the verifier,
-    was writable by the loop the agent left running. Before: reward 1.0 for a task not done."""
+    is writable by the loop the agent left running; unguarded, that is reward 1.0 for a task not done."""
     traj = play(env, terminal_config, VERIFIER_AS_AGENT, REWARD_WRITER, "sleep 0.3; pgrep -c -f 'while true'")
     # it was running (2 while the loop has forked a `sleep` that has not yet exec'd: seen once under load)
     assert traj.steps[1].next_state.text.strip() in ("1", "2"), traj.steps[1].next_state.text
@@ -201,12 +201,12 @@ def test_a_reward_the_agents_program_writes_is_overwritten_by_the_verdict(tmp_pa
 
 def test_boundary_a_process_the_verifier_started_can_rewrite_the_reward(tmp_path, terminal_config,
                                                                        sandbox_config):
-    """THE OPEN BOUNDARY (README, "Reward integrity"): code test.sh runs is the verifier, with its user
+    """THE OPEN BOUNDARY (docs/reward-integrity.md): code test.sh runs is the verifier, with its user
     and its files, as under Harbor. The agent's program leaves a process that waits for test.sh's
     verdict and replaces it: reward 1.0 for a wrong answer. No place the verifier can write is out of
     its children's reach, in this container or a fresh one; only a task whose tests do not run the
-    agent's code as the verifier is safe from this. If this test fails, the boundary moved: update the
-    README."""
+    agent's code as the verifier is safe from this. If this test fails, the boundary moved: update
+    docs/reward-integrity.md."""
     task = verifier_runs_the_agents_program(tmp_path, "sleep 1")
     daemon = ("setsid nohup sh -c 'until [ \"$(cat /logs/verifier/reward.txt 2>/dev/null)\" = 0 ]; do sleep 0.01; "
               "done; echo 1 > /logs/verifier/reward.txt' > /dev/null 2>&1 < /dev/null & echo 41")
@@ -333,7 +333,7 @@ def small_disk_env(terminal_config, sandbox_config, terminal_image):
 
 @pytest.mark.parametrize("task,path", FILLS.values(), ids=FILLS.keys())
 def test_filling_the_disk_stops_at_the_limit_with_a_clear_error(small_disk_env, terminal_config, task, path):
-    """Before: `dd` wrote 3 GB into /tmp at 1.1 GB/s (the host's disk, `df` showed). After: at most
+    """Unlimited, `dd` writes 3 GB into /tmp at 1.1 GB/s (the host's disk, `df` shows). Here: at most
     sandbox.disk_limit, the next state names the limit, and the episode is graded as the agent's."""
     traj = play(small_disk_env, terminal_config, task, FILL.format(path=path))
     text = traj.steps[0].next_state.text
@@ -354,7 +354,7 @@ COUNT_NEW = "echo new $(cat /opt/fill* 2>/dev/null | wc -c)"
 
 def test_many_files_each_below_the_limit_cannot_fill_the_containers_disk(small_disk_env, terminal_config):
     """A root agent writes 4 MiB files into /opt (on the container's own disk, not a scratch mount;
-    each file is under RLIMIT_FSIZE). Before: all 50 landed (200 MiB against a 16m limit). After:
+    each file is under RLIMIT_FSIZE). Unwatched, all 50 land (200 MiB against a 16m limit). Here
     the writable layer is watched; past the limit every process is killed, the command's next state
     names the limit, and the episode goes on as the agent's: deleting files makes room again."""
     writer = "for i in $(seq 1 50); do head -c 4M /dev/zero > /opt/fill$i; sleep 0.05; done"
@@ -383,8 +383,8 @@ def test_a_background_writer_is_stopped_between_commands(small_disk_env, termina
 def test_a_non_root_agents_writer_is_stopped_while_and_after_the_tests_run(small_disk_env, terminal_config):
     """A non-root agent's processes keep running while its tests run (a task may check a service it
     started); one of them fills /run/lock (world-writable, on the container's disk) from then on.
-    Before: the watch stopped when grading began, and all 200 MiB landed. After: past the limit the
-    agent's user's processes are killed, not the tests."""
+    Were the watch to stop when grading begins, all 200 MiB would land. Past the limit the agent's
+    user's processes are killed, not the tests."""
     writer = ("setsid nohup sh -c 'sleep 1; for i in $(seq 1 50); do head -c 4M /dev/zero > /run/lock/fill$i; "
               "sleep 0.05; done' > /dev/null 2>&1 < /dev/null & echo started")
     traj = play(small_disk_env, terminal_config, AS_AGENT, writer)
@@ -392,9 +392,9 @@ def test_a_non_root_agents_writer_is_stopped_while_and_after_the_tests_run(small
     time.sleep(4)  # the writer's 50 files take 2.5 s from 1 s after its command
     sandbox = small_disk_env.unwrapped._sandbox
     # The watch acts between looks, so a fast writer gets past the limit: ~24-28 MiB on a quiet machine,
-    # 76 MiB once in a clean-clone `make test` on 2 busy cores (session 14). The bound is what tells
-    # "stopped" from the 200 MiB of before. A daemon with disk quotas refuses the write instead
-    # (tests/envs/sandbox/test_disk_ceiling.py); what the watch lets through is in README.
+    # 76 MiB once in a clean-clone `make test` on 2 busy cores. The bound is what tells
+    # "stopped" from the 200 MiB an unwatched writer lands. A daemon with disk quotas refuses the write instead
+    # (tests/envs/sandbox/test_disk_ceiling.py); what the watch lets through is in docs/reward-integrity.md.
     assert sandbox._layer_size() <= (16 + 112) << 20, sandbox._layer_size() >> 20
 
 
@@ -408,7 +408,7 @@ def test_the_workdir_keeps_its_files_owner_and_mode(small_disk_env, terminal_con
 # -- caps per reply: however many blocks, one reply is one command under one timeout -----------------
 def test_a_reply_of_endless_blocks_costs_one_command_timeout_and_capped_bytes(terminal_config, sandbox_config,
                                                                               terminal_image):
-    """The terminal env's caps per reply (issue 21, item 2): the blocks of a reply run as one command,
+    """The terminal env's caps per reply: the blocks of a reply run as one command,
     so tool time is `command_timeout_s` (plus the kill) and bytes are `output_cap_bytes`, whatever
     the reply holds."""
     e = TerminalEnv(terminal_config, dataclasses.replace(sandbox_config, command_timeout_s=2), tasks=[AS_AGENT],

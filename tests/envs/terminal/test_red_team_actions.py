@@ -1,6 +1,6 @@
-"""Red-team (issue 21, minor): a reply's blocks are read in order, whatever language a block names. Before:
-the closing fence of a ```python block was read as the opening of a bash block, so the ```bash block
-after it was dropped (the reply was "no command found", or ran without it)."""
+"""Red-team: a reply's blocks are read in order, whatever language a block names. The failure guarded
+against: the closing fence of a ```python block read as the opening of a bash block, so the ```bash
+block after it is dropped (the reply is "no command found", or runs without it)."""
 import pytest
 
 from envs.terminal.actions import parse_action

@@ -1,4 +1,4 @@
-"""Red-team attack on the `run_python` tool (issue 21, item 1): one episode's code leaves files for
+"""Red-team attack on the `run_python` tool: one episode's code leaves files for
 the next (answers, a planted module); the next episode must start from a clean home and /tmp."""
 
 import pytest

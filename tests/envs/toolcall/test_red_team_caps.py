@@ -1,4 +1,4 @@
-"""Attacks on the tool-call env's line between the agent's faults and the harness's (issue 21, item 2).
+"""Attacks on the tool-call env's line between the agent's faults and the harness's.
 
 An agent's own unbounded reply (JSON nested 100,000 deep, 100,000 calls in one reply, results too
 large, tools that never return) gets a clear error next state and stays the agent's episode, scored
@@ -172,9 +172,9 @@ def test_endless_python_calls_stop_at_the_time_cap(config, sandbox_config, termi
 
 @pytest.mark.docker
 def test_the_last_call_gets_only_what_is_left_of_the_reply_time(config, sandbox_config, terminal_image):
-    """Before: a call started inside the budget ran for its own timeout (python_timeout_s, here 8 s)
-    past it, so one endless call after a slow one took the reply to ~10 s against a 2 s cap. Now
-    that call's timeout is what is left of the 2 s."""
+    """A call started inside the budget does not run for its own timeout (python_timeout_s, here 8 s)
+    past it, which would take the reply to ~10 s against a 2 s cap when one endless call follows a
+    slow one: that call's timeout is what is left of the 2 s."""
     e = capped_env(config, sandbox_config, python_timeout_s=8, max_reply_tool_s=2)
     try:
         e.reset(options={"task_id": PYTHON_TASK})
@@ -248,7 +248,7 @@ def test_an_exception_out_of_reset_is_a_recorded_infra_failure(env, config, monk
 
 
 def test_cli_run_survives_a_deeply_nested_reply(tmp_path, harness_run):
-    """Before: RecursionError out of ToolCallEnv.step ended `harness.run` (no trajectories, no row)."""
+    """A RecursionError out of ToolCallEnv.step must not end `harness.run` (no trajectories, no row)."""
     reply = tmp_path / "reply.txt"
     reply.write_text(deep_reply())
     p = harness_run(tmp_path, "env=toolcall", "split=test", "exclude_tags=[python]", "limit=2", "parallel=2",

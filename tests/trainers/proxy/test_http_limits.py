@@ -1,4 +1,4 @@
-"""The proxy's HTTP stack holds when a client misbehaves (issue 22, item 1): bodies are bounded and read only
+"""The proxy's HTTP stack holds when a client misbehaves: bodies are bounded and read only
 after the key, slow or lying clients are cut off, chunked bodies are bodies, a burst is queued and an
 overload is answered with 503 + Retry-After. Real sockets against the proxy's real server (uvicorn) with a
 scripted policy; every test bounded in time."""
