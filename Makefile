@@ -79,18 +79,18 @@ personalization: setup
 # on a sample of the train split, then signal x seed, 16 updates each, scored on 100 held-out instances
 # at 0/4/8/12/16 updates with the oracle judge. Run it again and finished runs are skipped, killed ones
 # resume. The report: results/general/{scores.csv,table.md,curves.png}.
-GEN_DIR ?= results/general
+GEN_RESULTS ?= results
 GEN_SEEDS ?= 0,1,2
 GEN_SIGNALS ?= outcome,prm,opd,prm_opd
 GEN_ENVS ?= toolcall
 general: setup
 	for env in $(subst $(comma), ,$(GEN_ENVS)); do \
-	  test -f $(GEN_DIR)/$$env/sft/metrics.json || $(PY) -m harness.run +experiment=sft_general_$$env \
-	    paths.results_dir=$(abspath $(GEN_DIR)/..) || exit 1; \
-	  $(PY) -m harness.run -m +experiment=general_$$env seed=$(GEN_SEEDS) signal=$(GEN_SIGNALS) \
-	    paths.results_dir=$(abspath $(GEN_DIR)/..) hydra.sweep.dir=$(GEN_DIR)/multirun/$$env-oracle || exit 1; \
+	  test -f $(GEN_RESULTS)/general/$$env/sft/metrics.json || \
+	    NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_$$env || exit 1; \
+	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_$$env seed=$(GEN_SEEDS) \
+	    signal=$(GEN_SIGNALS) hydra.sweep.dir=$(GEN_RESULTS)/general/multirun/$$env-oracle || exit 1; \
 	done
-	$(PY) -m harness.general $(GEN_DIR)/multirun/* --out $(GEN_DIR)
+	$(PY) -m harness.general $(GEN_RESULTS)/general/multirun/* --out $(GEN_RESULTS)/general
 
 # The default model evaluated on the terminal test split (a few minutes).
 demo-terminal: setup
