@@ -31,32 +31,55 @@ def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tenso
     return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.float32)
 
 
-def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0, *,
-                      full: bool = False) -> tuple[torch.Tensor, ...]:
+def shared_rows(seqs: list[list[int]]) -> list[int]:
+    """For each sequence, the index of the sequence whose row computes it: itself, or a longer one that
+    it is a strict prefix of. A multi-step episode's step k (prompt + reply) is, token for token, the
+    start of step k+1's prompt, so one forward pass of the last step gives every step's logprobs (causal
+    attention: a position never sees what follows). Equal sequences keep their own rows."""
+    host = list(range(len(seqs)))
+    longest_first = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+    rows: list[int] = []
+    for i in longest_first:
+        n = len(seqs[i])
+        host[i] = next((r for r in rows if len(seqs[r]) > n and seqs[r][:n] == seqs[i]), i)
+        if host[i] == i:
+            rows.append(i)
+    return host
+
+
+def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0, *, full: bool = False,
+                      share_prefixes: bool = False) -> tuple[torch.Tensor, ...]:
     """log p(response token | prompt, earlier response tokens) for every sample: [B, T] and a mask
     (and with `full`, the whole [B, T, V] log-distribution at those positions, for top-K OPD).
 
-    Only the response positions go through the LM head (the vocabulary projection of every prompt
-    position would cost far more memory than the whole forward pass)."""
+    With `share_prefixes`, a sample that is a prefix of another is read from that one's row
+    (`shared_rows`): the forward pass runs once per episode instead of once per step (the PPO update
+    uses it; SFT keeps one row per sample, so its weights stay bit-for-bit what they were). Only the
+    response positions go through the LM head (the vocabulary projection of every prompt position
+    would cost far more memory than the whole forward pass)."""
     seqs = [s.prompt_ids + s.response_ids for s in samples]
-    width = max(len(x) for x in seqs)
+    host = shared_rows(seqs) if share_prefixes else list(range(len(seqs)))
+    rows = sorted(set(host))
+    row_of = {r: k for k, r in enumerate(rows)}
+    width = max(len(seqs[r]) for r in rows)
     T = max(len(s.response_ids) for s in samples)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
     attn = torch.zeros_like(ids)
-    pos = torch.zeros((len(seqs), T), dtype=torch.long)
+    for k, r in enumerate(rows):
+        ids[k, : len(seqs[r])] = torch.tensor(seqs[r])
+        attn[k, : len(seqs[r])] = 1
+    flat = torch.zeros((len(seqs), T), dtype=torch.long)  # index into the [rows * width] positions
     target = torch.zeros((len(seqs), T), dtype=torch.long)
     mask = torch.zeros((len(seqs), T), dtype=torch.bool)
-    for i, (s, x) in enumerate(zip(samples, seqs)):
-        ids[i, : len(x)] = torch.tensor(x)
-        attn[i, : len(x)] = 1
+    for i, s in enumerate(samples):
         n, p = len(s.response_ids), len(s.prompt_ids)
-        pos[i, :n] = torch.arange(p - 1, p - 1 + n)
+        flat[i, :n] = row_of[host[i]] * width + torch.arange(p - 1, p - 1 + n)
         target[i, :n] = torch.tensor(s.response_ids)
         mask[i, :n] = True
     device = next(model.parameters()).device
-    ids, attn, pos, target, mask = (t.to(device) for t in (ids, attn, pos, target, mask))
+    ids, attn, flat, target, mask = (t.to(device) for t in (ids, attn, flat, target, mask))
     hidden = model.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
-    h = hidden.gather(1, pos[..., None].expand(-1, -1, hidden.shape[-1]))
+    h = hidden.reshape(-1, hidden.shape[-1])[flat]
     logits = model.get_output_embeddings()(h).float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
@@ -131,7 +154,7 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
         for start in range(0, len(order), cfg.minibatch_size):
             mb = [samples[i] for i in order[start: start + cfg.minibatch_size]]
             topk = any(s.teacher_top for s in mb)
-            lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk)
+            lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk, share_prefixes=True)
             T = lp.shape[1]
             old = _pad([s.old_logprobs for s in mb], T).to(device)
             adv = _pad([s.advantages for s in mb], T).to(device)

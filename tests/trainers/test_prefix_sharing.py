@@ -1,0 +1,45 @@
+"""The PPO update reads every step of a multi-step episode from one forward pass of its last step
+(`share_prefixes`): the logprobs and their gradients must be those of one row per step."""
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from nextstate.types import Sample
+from trainers.update import sequence_logprobs, shared_rows
+
+
+def test_a_step_that_starts_a_longer_sequence_is_read_from_that_one():
+    seqs = [[1, 2, 3], [1, 2, 3, 4, 5], [9, 9], [1, 2, 3, 4, 5], [1, 2]]
+    # the two equal episodes keep their own rows; [1, 2] and [1, 2, 3] are read from the first of them
+    assert shared_rows(seqs) == [1, 1, 2, 3, 1]
+
+
+def _episode() -> list[Sample]:
+    """Three steps of one episode and one unrelated sample: each step's prompt is the last one's
+    prompt + reply + the next state's tokens."""
+    p0, r0 = [5, 6, 7, 8], [20, 21, 22]
+    p1 = p0 + r0 + [30, 31]
+    r1 = [23, 24]
+    p2 = p1 + r1 + [32, 33, 34]
+    r2 = [25, 26, 27, 28]
+    return [Sample(p1, r1, [], []), Sample(p0, r0, [], []), Sample([40, 41, 42], [43, 44], [], []),
+            Sample(p2, r2, [], [])]
+
+
+def test_shared_rows_give_the_same_logprobs_and_gradients_as_one_row_per_step():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    samples = _episode()
+    results = []
+    for share in (False, True):
+        model.zero_grad()
+        lp, mask = sequence_logprobs(model, samples, share_prefixes=share)
+        (lp * mask).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append((lp.detach(), mask, grads))
+    (lp_a, mask_a, g_a), (lp_b, mask_b, g_b) = results
+    assert torch.equal(mask_a, mask_b)
+    assert torch.allclose(lp_a[mask_a], lp_b[mask_b], atol=1e-5)
+    assert torch.allclose(g_a, g_b, atol=1e-5)
