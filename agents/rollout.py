@@ -11,6 +11,7 @@ import time
 import traceback
 
 from agents.base import Agent
+from agents.openai_agent import AgentUnavailable
 from nextstate.types import NextState, Step, Task, Trajectory
 
 # What of the last step's info a trajectory keeps: the grader's report, what the agent changed of the
@@ -55,7 +56,11 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
     t_agent = time.monotonic()
     while True:
         t = time.monotonic()
-        gen = agent.act(messages, tools=tools)
+        try:
+            gen = agent.act(messages, tools=tools)
+        except AgentUnavailable as e:  # the endpoint, not the agent's choice: unscored, with the reason
+            traj.infra_failure, traj.infra_reason = True, f"agent: {e}"
+            return traj
         t_gen = time.monotonic() - t
         try:
             obs, reward, terminated, truncated, info = env.step(gen.text)
@@ -67,7 +72,8 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
             next_state=info.get("next_state") or NextState(kind="error", text=obs),
             action_token_ids=list(gen.token_ids), rollout_logprobs=list(gen.logprobs),
             prompt_token_ids=list(gen.prompt_token_ids), reward=float(reward),
-            info={k: v for k, v in info.items() if k in ("step_label", "truncated_by")},
+            info={**{k: v for k, v in info.items() if k in ("step_label", "truncated_by")},
+                  **({"usage": gen.usage} if gen.usage else {})},
             timings={"generate": t_gen, "env": time.monotonic() - t - t_gen},
         ))
         messages += [{"role": "assistant", "content": gen.text}, {"role": "user", "content": obs}]

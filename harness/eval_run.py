@@ -43,7 +43,8 @@ def eval_main(cfg: DictConfig, run_dir: Path) -> dict:
             system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
             leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
             row_fields={"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "split": cfg.split,
-                        "agent": cfg.agent.name, "model": model_cfg.name if policy else "-",
+                        "agent": cfg.agent.name,
+                        "model": model_cfg.name if policy else (cfg.agent.get("model") or "-"),
                         "signal": "none"},
         )
     print_summary(result)

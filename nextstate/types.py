@@ -98,7 +98,8 @@ class Trajectory:
 
     @property
     def n_tokens(self) -> int:
-        return sum(len(s.action_token_ids) for s in self.steps)
+        return sum(len(s.action_token_ids) or s.info.get("usage", {}).get("completion_tokens", 0)
+                   for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -121,6 +122,7 @@ class Generation:
     logprobs: list[float]
     prompt_token_ids: list[int] = field(default_factory=list)
     finish_reason: str = "stop"
+    usage: dict[str, int] = field(default_factory=dict)  # an API's token counts, where no token ids come back
 
 
 @dataclass(frozen=True)
