@@ -16,12 +16,13 @@ from pathlib import Path
 
 import yaml
 
+from nextstate.config import ConfigError
 from nextstate.types import Task
 
 _TEMPLATE = re.compile(r"\$\{([^}]+)\}")
 
 
-class TaskFormatError(ValueError):
+class TaskFormatError(ConfigError):
     """A task directory that is neither format, or misses a required file."""
 
 
@@ -153,7 +154,7 @@ def load_suite(root: Path | str, env: str = "terminal", split: str | None = None
     not stop the suite."""
     root = Path(root)
     if not root.is_dir():
-        raise TaskFormatError(f"task suite {root} does not exist")
+        raise TaskFormatError(f"env.tasks_dir={root}: the task suite does not exist")
     tasks = []
     for d in sorted(root.iterdir()):
         if not (d.is_dir() and ((d / "task.yaml").exists() or (d / "task.toml").exists())):
@@ -164,6 +165,8 @@ def load_suite(root: Path | str, env: str = "terminal", split: str | None = None
             tasks.append(Task(task_id=d.name, env=env, instruction="", split="test", path=d,
                               data={"format": "invalid", "load_error": f"{type(e).__name__}: {e}",
                                     "split_declared": False}))
+    if not tasks:
+        raise TaskFormatError(f"env.tasks_dir={root}: no task in it (a task is a dir with a task.toml or task.yaml)")
     if split not in (None, "all"):
         tasks = [t for t in tasks if t.split == split or not t.data.get("split_declared", True)]
     return tasks

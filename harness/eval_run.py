@@ -11,7 +11,7 @@ from agents.pool import EnvPool
 from agents.serving.backend import BackendConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
-from harness.evaluate import evaluate
+from harness.evaluate import GradedNothing, evaluate
 from harness.reports.console import print_summary
 from nextstate.config import model_config, typed
 from trainers.curriculum import without_tags
@@ -48,4 +48,6 @@ def eval_main(cfg: DictConfig, run_dir: Path) -> dict:
                         "signal": "none"},
         )
     print_summary(result)
+    if not result.filed:
+        raise GradedNothing(result)
     return result.metrics

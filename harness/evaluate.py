@@ -26,6 +26,7 @@ class EvalResult:
     trajectories: list[Trajectory]
     metrics: dict
     row: dict
+    filed: bool = True  # False: nothing was graded, so the row was not filed
 
 
 def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir: Path, system_prompt: str,
@@ -34,7 +35,8 @@ def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir:
     run_dir.mkdir(parents=True, exist_ok=True)
     traj_file = run_dir / "trajectories.jsonl"
     drop_torn_tail(traj_file)  # a record cut by a kill: dropped (with a warning), its episode run again
-    done = {d["task_id"]: Trajectory.from_dict(d) for d in read_jsonl(traj_file)}
+    # an infra failure is no result: a resumed run plays that episode again (the later record wins)
+    done = {d["task_id"]: Trajectory.from_dict(d) for d in read_jsonl(traj_file) if not d.get("infra_failure")}
     todo = [t for t in tasks if t.task_id not in done]
     t0 = time.monotonic()
     first = pool.get()
@@ -60,5 +62,17 @@ def evaluate(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, run_dir:
         "tokens": metrics["tokens"], "wall_s": round(metrics["wall_s"], 1), "run_dir": str(run_dir),
         "git_commit": git_commit(),
     }
+    if trajs and not metrics["n_graded"]:  # nothing was scored: a 0% row would rank as a result, and
+        return EvalResult(trajs, metrics, row, filed=False)  # no metrics.json: `resume=` runs the episodes again
     commit_run(run_dir, metrics, leaderboard, row)
     return EvalResult(trajs, metrics, row)
+
+
+class GradedNothing(SystemExit):
+    """Every episode of the run was an infra failure: no score exists, so the run files no row and
+    the command exits non-zero, naming the first reason."""
+
+    def __init__(self, result: EvalResult):
+        reason = next((t.infra_reason for t in result.trajectories if t.infra_reason), "unknown")
+        super().__init__(f"[nextstate] graded nothing: all {len(result.trajectories)} episodes were infra "
+                         f"failures, so no leaderboard row was filed. First reason: {reason.strip()[:500]}")

@@ -3,6 +3,7 @@ mode=eval|train|async|proxy|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
 import importlib
+import shutil
 import signal
 import sys
 import traceback
@@ -28,7 +29,7 @@ from harness.resume import (
     secrets_of,
 )
 from nextstate.atomic import write_text_atomic
-from nextstate.config import REPO_ROOT, run_config
+from nextstate.config import REPO_ROOT, ConfigError, run_config, unknown_root_keys
 from nextstate.leaderboard import file_pending_row
 
 
@@ -80,6 +81,10 @@ def _plotting_sweep(metrics: dict) -> dict:
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     redact_secrets(cfg, run_dir_of(cfg))  # first: Hydra wrote the command's record, mode.api_key=<key> and all
+    unknown = unknown_root_keys(list(HydraConfig.get().overrides.task))
+    if unknown:
+        raise SystemExit(f"+{unknown[0]}: no such key (the top-level keys are those of conf/config.yaml and "
+                         f"the config groups, the dirs of conf/)")
     run_config(cfg)
     mode = MODES.get(cfg.mode.name)
     if mode is None:
@@ -108,10 +113,25 @@ def main(cfg: DictConfig) -> dict:
     return _plotting_sweep(metrics) if mode.sweep_plot else metrics
 
 
+def _drop_unstarted_run_dir(cfg: DictConfig) -> None:
+    """A run refused before it started leaves no run dir behind: only Hydra's record (`.hydra/`) and
+    the resolved config are there, no episode; a resumed run's dir is never touched."""
+    if cfg.get("resume"):
+        return
+    run_dir = run_dir_of(cfg)
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {".hydra", "run.log", "config.yaml"}:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 @hydra.main(config_path=str(REPO_ROOT / "conf"), config_name="config", version_base=None)
 def cli(cfg: DictConfig) -> None:
     try:
         main(cfg)
+    except (SystemExit, ConfigError) as e:
+        _drop_unstarted_run_dir(cfg)
+        if isinstance(e, ConfigError):
+            sys.exit(f"[nextstate] {e}")
+        raise
     except KeyboardInterrupt:
         command = resume_command(HydraConfig.get().overrides.task, run_dir_of(cfg))
         print(f"\n[nextstate] interrupted: containers removed; resume with: {command}", file=sys.stderr)

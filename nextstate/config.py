@@ -13,6 +13,20 @@ CONF_DIR = REPO_ROOT / "conf"
 T = TypeVar("T")
 
 
+class ConfigError(ValueError):
+    """A config value that names something that is not there (a persona, a task dir, a key): the run
+    stops with this one line, naming the key, before anything starts."""
+
+
+def unknown_root_keys(added: list[str]) -> list[str]:
+    """The `+key=value` overrides whose top-level key is neither a key of conf/config.yaml nor a config
+    group (a dir of conf/): Hydra accepts them and nothing reads them, so a typo would pass silently."""
+    known = set(OmegaConf.load(CONF_DIR / "config.yaml").keys()) | {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    known |= {"hydra", "defaults"}
+    keys = [o.lstrip("+~").split("=", 1)[0] for o in added if o.startswith("+") and not o.startswith("++")]
+    return [k for k in keys if k.split(".", 1)[0].split("@", 1)[0] not in known]
+
+
 @dataclass
 class EnvConfig:
     """What every env's config has; each env extends it with its own fields (envs/<env>.py)."""

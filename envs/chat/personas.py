@@ -29,6 +29,7 @@ import yaml
 
 from envs.chat.user import CHECKS, THANKS, Request, _want
 from envs.task_formats import TaskFormatError
+from nextstate.config import ConfigError
 from nextstate.types import Task
 
 PERSONAS_DIR = Path(__file__).resolve().parents[1] / "tasks" / "personas"
@@ -270,9 +271,9 @@ def load_personas(spec: str, split: str | None = None, root: Path = PERSONAS_DIR
     wanted = names if spec.strip() == "all" else list(dict.fromkeys(n.strip() for n in spec.split(",") if n.strip()))
     unknown = [n for n in wanted if n not in names + earlier(root)]
     if unknown or not wanted:
-        raise ValueError(f"unknown persona {', '.join(unknown) or repr(spec)}: choose from {', '.join(names)}, "
-                         f"a comma-separated list of them, or all (env.persona); earlier versions: "
-                         f"{', '.join(earlier(root)) or 'none'}")
+        raise ConfigError(f"env.persona={spec}: unknown persona {', '.join(unknown) or repr(spec)}: "
+                          f"choose from {', '.join(names)}, a comma-separated list of them, or all; "
+                          f"earlier versions: {', '.join(earlier(root)) or 'none'}")
     tasks = [t for n in wanted for t in load_persona(Path(root) / f"{n}.yaml")]
     return [t for t in tasks if split in (None, "all") or t.split == split]
 

@@ -64,6 +64,7 @@ def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says, 
     assert p.returncode != 0 and says in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "Loading weights" not in p.stdout + p.stderr  # no model, no tasks run
     assert not (tmp_path / "leaderboard.csv").exists()
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())  # no run dir either
 
 
 def test_kill_9_then_resume(tmp_path, docker, harness_run):
@@ -182,3 +183,31 @@ def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path, harness_ru
     p = harness_run(tmp_path, "env=toolcall", "agent=noop", "limit=2", f"hydra.run.dir={run_dir}")
     assert p.returncode != 0 and "another config (differs in: agent._target_, agent.name)" in p.stderr, p.stderr[-2000:]
     assert "name: oracle" in (run_dir / "config.yaml").read_text()
+
+
+def test_a_run_that_graded_nothing_exits_non_zero_and_files_no_row(tmp_path, harness_run):
+    # Docker unreachable: every terminal episode is an infra failure, and a 0% row once ranked as a result
+    p = harness_run(tmp_path, "env=terminal", "agent=oracle", "limit=1", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert p.returncode != 0
+    assert "graded nothing: all 1 episodes were infra failures" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "leaderboard.csv").exists() or not read_rows(tmp_path / "leaderboard.csv")[1]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert not (run_dir / "metrics.json").exists()  # unfinished: resume= plays it again
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["+unknwon=1"], "+unknwon: no such key"),
+    (["env=chat", "env.persona=nobody"], "env.persona=nobody: unknown persona nobody"),
+    (["env=terminal", "env.tasks_dir=/nonexistent"], "env.tasks_dir=/nonexistent: the task suite does not exist"),
+])
+def test_a_config_naming_nothing_is_one_line_and_leaves_no_run_dir(tmp_path, overrides, says, harness_run):
+    p = harness_run(tmp_path, "agent=oracle", "limit=1", *overrides)
+    assert p.returncode != 0 and says in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) <= 3, p.stderr
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+
+
+def test_an_empty_tasks_dir_is_one_line(tmp_path, harness_run):
+    (tmp_path / "empty").mkdir()
+    p = harness_run(tmp_path, "agent=oracle", "limit=1", f"env.tasks_dir={tmp_path / 'empty'}")
+    assert p.returncode != 0 and "no task in it" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
