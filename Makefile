@@ -9,10 +9,13 @@ DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
 APT_PACKAGES := docker.io debootstrap git ca-certificates chromium btrfs-progs
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
-.PHONY: setup demo demo-toolcall personalization demo-terminal lint docs test test-slow bench system docker images model clean-containers regress report \
+help:  ## this list
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: help setup demo demo-toolcall personalization demo-terminal lint docs test test-slow bench system docker images model clean-containers regress report \
 	sft-toolcall signal-comparison general
 
-setup: system $(DEPS_STAMP) docker images model
+setup: system $(DEPS_STAMP) docker images model  ## install everything: apt packages, venv, Docker, sandbox images, the model cache
 
 system:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -46,12 +49,12 @@ DEMO_DIR := results/multirun/demo-$(shell date +%Y%m%d-%H%M%S)
 
 # The personal-agent experiment in small (conf/experiment/demo.yaml): the default model learns a simulated
 # user's hidden preference with each of the four signals; prints the table, writes curves.png.
-demo: setup
+demo: setup  ## the personal-agent experiment in small: four signals, one table, curves.png
 	$(PY) -m harness.run -m +experiment=demo signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(DEMO_DIR)
 	@$(PY) -m harness.personalization $(DEMO_DIR) --out $(DEMO_DIR)/report
 
 # The default model on the tool-call env, trained with each of the four signals, then compared.
-demo-toolcall: setup
+demo-toolcall: setup  ## the default model on the tool-call env with each of the four signals
 	$(PY) -m harness.run -m +experiment=demo_toolcall signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(DEMO_DIR)
 	@$(PY) -m harness.compare $(DEMO_DIR)
 
@@ -64,7 +67,7 @@ PZ_DIR ?= results/personalization
 PZ_PERSONA ?= brief
 PZ_SEEDS ?= 0,1,2
 PZ_JUDGE = $(abspath $(PZ_DIR)/multirun/$(PZ_PERSONA)-judge)
-personalization: setup
+personalization: setup  ## the personal-agent grid (persona x signal x seed), resumable; results/personalization/
 	$(PY) -m harness.run -m +experiment=personalization env.persona=$(PZ_PERSONA) seed=$(PZ_SEEDS) \
 		signal=outcome,prm,opd,prm_opd hydra.sweep.dir=$(PZ_DIR)/multirun/$(PZ_PERSONA)-oracle
 	test -f $(PZ_JUDGE)/metrics.json || $(PY) -m harness.run mode=sft_judge env=chat env.persona=$(PZ_PERSONA) \
@@ -83,7 +86,7 @@ GEN_RESULTS ?= results
 GEN_SEEDS ?= 0,1,2
 GEN_SIGNALS ?= outcome,prm,opd,prm_opd
 GEN_ENVS ?= toolcall
-general: setup
+general: setup  ## the general-agent grid (env x signal x seed, SFT start), resumable; results/general/
 	for env in $(subst $(comma), ,$(GEN_ENVS)); do \
 	  test -f $(GEN_RESULTS)/general/$$env/sft/metrics.json || \
 	    NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_$$env || exit 1; \
@@ -93,33 +96,33 @@ general: setup
 	$(PY) -m harness.general $(GEN_RESULTS)/general/multirun/* --out $(GEN_RESULTS)/general
 
 # The default model evaluated on the terminal test split (a few minutes).
-demo-terminal: setup
+demo-terminal: setup  ## the default model evaluated on the terminal test split
 	$(PY) -m harness.run +experiment=demo_terminal
 	@$(PY) -m harness.prepare leaderboard
 
 # ruff: pycodestyle, pyflakes, import order, bugbear ([tool.ruff] in pyproject.toml); seconds, so it goes first
-lint: $(DEPS_STAMP)
+lint: $(DEPS_STAMP)  ## ruff
 	$(PY) -m ruff check .
 
 # the docs site (mkdocs.yml, docs/) into a git-ignored dir; --strict fails on a broken link or a page
 # missing from the nav; seconds, so it runs before the tests
-docs: $(DEPS_STAMP)
+docs: $(DEPS_STAMP)  ## build the docs site (mkdocs --strict: broken links fail)
 	$(PY) -m mkdocs build --strict -q -d .cache/site
 
-test: lint setup docs
+test: lint setup docs  ## lint, docs and the fast test selection (what CI runs first)
 	$(PY) -m pytest
 
-test-slow: setup
+test-slow: setup  ## the slow tests
 	$(PY) -m pytest -m slow
 
 # The tool-call signal comparison (conf/experiment/signal_comparison.yaml; ~2 h on 2 cores). The two arms run
 # side by side, seed by seed, so an interrupted sweep still holds whole seeds; run it again and finished
 # jobs are skipped, killed ones resume from their last iteration.
 SC_DIR ?= results/signal_comparison
-sft-toolcall: setup
+sft-toolcall: setup  ## the SFT warm start of the tool-call signal comparison
 	@test -f $(SC_DIR)/sft/model/model.safetensors || $(PY) -m harness.run +experiment=sft_toolcall
 
-signal-comparison: sft-toolcall
+signal-comparison: sft-toolcall  ## the tool-call signal comparison grid and its report
 	$(PY) -m harness.run -m +experiment=signal_comparison seed=0,1,2 +feedback=model signal=outcome,prm,opd,prm_opd \
 		hydra.sweep.dir=$(SC_DIR)/multirun/model > $(SC_DIR)/model_arm.log 2>&1 & a=$$!; \
 	$(PY) -m harness.run -m +experiment=signal_comparison seed=0,1,2 +feedback=oracle signal=prm,opd,prm_opd \
@@ -128,18 +131,18 @@ signal-comparison: sft-toolcall
 	$(PY) -m harness.signal_report $(SC_DIR)/multirun/model $(SC_DIR)/multirun/oracle --out $(SC_DIR)
 	$(PY) -m harness.leaderboard $(SC_DIR)/leaderboard.csv --out $(SC_DIR)/report
 
-regress: setup  # the CI regression benchmark against results/baselines/ (conf/regress/default.yaml)
+regress: setup  ## the CI regression benchmark against results/baselines/
 	$(PY) -m harness.regress
 
-report: $(DEPS_STAMP)  # results/leaderboard.csv -> results/report/ (CSVs, learning curves, index.html)
+report: $(DEPS_STAMP)  ## results/leaderboard.csv -> results/report/ (CSVs, curves, index.html)
 	$(PY) -m harness.leaderboard
 
-bench: setup
+bench: setup  ## the speed benchmarks (benchmarks/)
 	@dpkg -s $(BENCH_APT_PACKAGES) >/dev/null 2>&1 || (DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(BENCH_APT_PACKAGES) >/dev/null)
 	$(PY) benchmarks/sandbox_step.py
 	$(PY) benchmarks/gui_step.py
 	$(PY) benchmarks/toolcall_grading.py
 
-clean-containers: docker
+clean-containers: docker  ## remove every NextState container
 	@docker ps -aq --filter label=nextstate.run | xargs -r docker rm -f

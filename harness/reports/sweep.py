@@ -1,10 +1,11 @@
-"""A training sweep's comparison table (`python -m harness.compare <sweep_dir>`): one row per method
-(aggregate.labels: the signal, and the judge, hints, teacher or mode where the sweep's runs differ in
-them), the mean over seeds of success before and after and the judge's numbers, and the sweep's plot."""
+"""A sweep's comparison table (`python -m harness.compare <sweep_dir>`). Training runs: one row per
+method (aggregate.labels: the signal, and the judge, hints, teacher or mode where the sweep's runs differ
+in them), the mean over seeds of success before and after and the judge's numbers, and the sweep's
+plot. Eval runs: one row per env, suite, agent and model, the mean success over seeds."""
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from rich.table import Table
 from harness.reports.aggregate import Method, labels, mean, signal_rank
 from harness.reports.console import console, rich_table
 from harness.reports.plots import write_sweep_plot
+from nextstate.leaderboard import MARK
 
 # (column, metrics.json key, decimals)
 COLUMNS = [("success before", "success_before", 3), ("success after", "success_after", 3), ("delta", "delta", 3),
@@ -36,10 +38,32 @@ def finished_runs(sweep_dir: Path) -> dict[Method, list[dict]]:
     return runs
 
 
+def eval_runs(sweep_dir: Path) -> dict[tuple, list[dict]]:
+    """The leaderboard rows of the sweep's finished eval runs, by (env, suite, agent, model)."""
+    runs: dict[tuple, list[dict]] = defaultdict(list)
+    for f in sorted(Path(sweep_dir).glob("*/metrics.json")):
+        row = json.loads(f.read_text()).get(MARK, {}).get("row")
+        if row and "success_after" not in json.loads(f.read_text()):
+            runs[(row["env"], row.get("suite", "-"), row["agent"], row.get("model", "-"))].append(row)
+    return runs
+
+
+def compare_evals(sweep_dir: Path, runs: dict[tuple, list[dict]]) -> Table:
+    rows = [[*key, str(len(rs)), _fmt(mean(float(r["success_rate"]) for r in rs), 3),
+             _fmt(mean(float(r["infra_failures"]) for r in rs), 1)] for key, rs in sorted(runs.items())]
+    return rich_table(f"eval runs: {sweep_dir}", ["env", "suite", "agent", "model", "seeds", "success", "infra"],
+                      rows)
+
+
 def compare(sweep_dir: Path) -> Table:
+    if not Path(sweep_dir).is_dir():
+        raise SystemExit(f"{sweep_dir}: no such sweep dir")
     runs = finished_runs(sweep_dir)
     if not runs:
-        raise SystemExit(f"{sweep_dir}: no finished training runs (*/metrics.json)")
+        evals = eval_runs(sweep_dir)
+        if evals:
+            return compare_evals(sweep_dir, evals)
+        raise SystemExit(f"{sweep_dir}: no finished runs (no <job>/metrics.json)")
     names = labels(runs)
     rows = [[names[method], str(len(ms)), *[_fmt(mean(m.get(key) for m in ms), nd) for _, key, nd in COLUMNS]]
             for method, ms in sorted(runs.items(), key=lambda kv: (signal_rank(kv[0].signal), names[kv[0]]))]
@@ -47,11 +71,12 @@ def compare(sweep_dir: Path) -> Table:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m harness.compare <sweep_dir>", file=sys.stderr)
-        return 1
-    d = Path(argv[0])
-    console().print(compare(d))
-    print(f"plot: {write_sweep_plot(d)}")
+    ap = argparse.ArgumentParser(prog="python -m harness.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sweep_dir", type=Path, help="a Hydra multirun dir (training or eval runs)")
+    d = ap.parse_args(argv).sweep_dir
+    table = compare(d)
+    console().print(table)
+    if finished_runs(d):
+        print(f"plot: {write_sweep_plot(d)}")
     return 0

@@ -55,3 +55,20 @@ def test_a_sweep_names_its_methods_by_what_differs_between_them():
     assert asyn.label == "prm (judge=oracle, mode=async)"  # the leaderboard's full name
     assert [feedback(j, h) for j, h in (("-", "-"), ("oracle", "-"), ("oracle", "model"), ("-", "next_state"))] \
         == ["-", "oracle", "model", "oracle"]
+
+
+def test_an_eval_sweep_is_compared_by_agent_and_help_is_help(tmp_path):
+    import subprocess
+    import sys
+
+    for i, (agent, rate) in enumerate([("oracle", 1.0), ("noop", 0.0), ("oracle", 0.5)]):
+        d = tmp_path / f"{i}__terminal__{agent}__{i}"
+        d.mkdir()
+        row = {"env": "terminal", "suite": "bundled", "agent": agent, "model": "-", "seed": i,
+               "success_rate": rate, "infra_failures": 0}
+        (d / "metrics.json").write_text(json.dumps({"success_rate": rate, "leaderboard_row": {"row": row}}))
+    rows = list(zip(*[c._cells for c in compare(tmp_path).columns]))
+    assert [(r[2], r[4], r[5]) for r in rows] == [("noop", "1", "0.000"), ("oracle", "2", "0.750")]
+    p = subprocess.run([sys.executable, "-m", "harness.compare", "--help"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and "usage: python -m harness.compare" in p.stdout

@@ -211,3 +211,18 @@ def test_an_empty_tasks_dir_is_one_line(tmp_path, harness_run):
     (tmp_path / "empty").mkdir()
     p = harness_run(tmp_path, "agent=oracle", "limit=1", f"env.tasks_dir={tmp_path / 'empty'}")
     assert p.returncode != 0 and "no task in it" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_help_explains_the_public_keys(tmp_path, harness_run):
+    p = harness_run(tmp_path, "--help")
+    assert p.returncode == 0
+    for words in ("env=terminal|toolcall|swe|gui|chat", "agent=model|oracle|noop|openai", "resume=<run dir>",
+                  "results/leaderboard.csv", "experiment: demo"):
+        assert words in p.stdout, words
+
+
+def test_make_help_lists_the_targets():
+    p = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    for target in ("demo", "test", "general", "personalization", "regress"):
+        assert f"make {target} " in p.stdout, target
