@@ -68,17 +68,28 @@ def run_episodes(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, syst
     ex = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="episode")
     try:
         with tqdm(total=len(tasks), desc=desc, disable=not progress) as bar:
-            futs = {ex.submit(lambda i, t: run_episode(pool.get(), make_agent(i), t, system_prompt, seed=seed), i, t): i
+            # steps and tokens move with every step, so a bar whose episodes all end late still moves
+            live = {"steps": 0, "tokens": 0, "success": 0}
+            lock = threading.Lock()
+
+            def stepped(n_tokens: int) -> None:
+                with lock:
+                    live["steps"] += 1
+                    live["tokens"] += n_tokens
+                    bar.set_postfix(live, refresh=True)
+
+            futs = {ex.submit(lambda i, t: run_episode(pool.get(), make_agent(i), t, system_prompt, seed=seed,
+                                                       on_step=stepped if progress else None), i, t): i
                     for i, t in enumerate(tasks)}
-            wins = 0
             for fut in as_completed(futs):
                 traj = fut.result()
                 results[futs[fut]] = traj
                 if on_done:
                     on_done(traj)
-                wins += traj.success
-                bar.update()
-                bar.set_postfix(success=wins)
+                with lock:
+                    live["success"] += traj.success
+                    bar.update()
+                    bar.set_postfix(live)
     except BaseException:
         # Ctrl-C / SIGTERM: drop queued episodes and return at once; the caller closes the envs
         # (removing their containers) and stops the server, which ends the running ones.

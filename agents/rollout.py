@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from typing import Callable
 
 from agents.base import Agent
 from agents.openai_agent import AgentUnavailable
@@ -33,7 +34,8 @@ def _env_raised(e: Exception, call: str = "env.step") -> tuple[str, dict]:
                                   "infra_traceback": "".join(traceback.format_exception(e))[-TRACEBACK_KEPT:]}
 
 
-def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int | None = None) -> Trajectory:
+def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int | None = None,
+                on_step: Callable[[int], None] | None = None) -> Trajectory:
     t0 = time.monotonic()
     traj = Trajectory(task_id=task.task_id, env_id=env.spec.id if env.spec else type(env).__name__)
     call = "env.reset"
@@ -77,6 +79,8 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
             timings={"generate": t_gen, "env": time.monotonic() - t - t_gen},
         ))
         messages += [{"role": "assistant", "content": gen.text}, {"role": "user", "content": obs}]
+        if on_step is not None:  # the progress bar's live step and token counts
+            on_step(len(gen.token_ids) or gen.usage.get("completion_tokens", 0))
         if terminated or truncated:
             break
     traj.terminated, traj.truncated = bool(terminated), bool(truncated)

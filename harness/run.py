@@ -28,6 +28,7 @@ from harness.resume import (
     resume_command,
     secrets_of,
 )
+from harness.run_log import tee_output
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, ConfigError, run_config, unknown_root_keys
 from nextstate.leaderboard import file_pending_row
@@ -109,7 +110,10 @@ def main(cfg: DictConfig) -> dict:
         print(f"[nextstate] {run_dir} already finished (delete its metrics.json to run it again)")
         return done
     write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(recorded_config(cfg)))
-    metrics = mode.load()(cfg, run_dir)
+    with tee_output(run_dir / "run.log"):
+        print(f"[nextstate] mode={cfg.mode.name} env={cfg.env.name} agent={cfg.agent.name} seed={cfg.seed}: "
+              f"{run_dir}", flush=True)  # the first line, before the model or the sandboxes start
+        metrics = mode.load()(cfg, run_dir)
     return _plotting_sweep(metrics) if mode.sweep_plot else metrics
 
 

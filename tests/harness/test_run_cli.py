@@ -226,3 +226,13 @@ def test_make_help_lists_the_targets():
     assert p.returncode == 0
     for target in ("demo", "test", "general", "personalization", "regress"):
         assert f"make {target} " in p.stdout, target
+
+
+def test_run_log_holds_the_runs_lines_and_the_bar_counts_steps(tmp_path, harness_run):
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "progress=true")
+    assert p.returncode == 0, p.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    log = (run_dir / "run.log").read_text()
+    assert "[nextstate] mode=eval env=toolcall agent=oracle" in log.splitlines()[0]
+    assert "success rate 100.0%" in log and "\r" not in log
+    assert "steps=" in p.stderr and "success=2" in p.stderr
