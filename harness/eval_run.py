@@ -13,7 +13,7 @@ from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
 from harness.evaluate import GradedNothing, evaluate
 from harness.reports.console import print_summary
-from nextstate.config import model_config, typed
+from nextstate.config import model_config, suite_of, typed
 from trainers.curriculum import without_tags
 
 
@@ -42,7 +42,7 @@ def eval_main(cfg: DictConfig, run_dir: Path) -> dict:
             pool, make_agent, tasks, run_dir=run_dir,
             system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
             leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
-            row_fields={"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "split": cfg.split,
+            row_fields={"env": env_cfg.name, "suite": suite_of(env_cfg), "split": cfg.split,
                         "agent": cfg.agent.name,
                         "model": model_cfg.name if policy else (cfg.agent.get("model") or "-"),
                         "signal": "none"},

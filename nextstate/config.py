@@ -38,6 +38,19 @@ class EnvConfig:
     system_prompt: str
 
 
+def suite_of(env_cfg) -> str:
+    """The task set a run used, as its results are filed: the env's `suite`, unless `tasks_dir` points
+    outside the bundled suites (envs/tasks/): then the dir itself, so runs on two different task dirs
+    are never filed, compared or replaced as one suite."""
+    suite = getattr(env_cfg, "suite", "-")
+    tasks_dir = getattr(env_cfg, "tasks_dir", None)
+    if tasks_dir:
+        path = Path(tasks_dir) if Path(tasks_dir).is_absolute() else REPO_ROOT / tasks_dir
+        if not path.resolve().is_relative_to((REPO_ROOT / "envs" / "tasks").resolve()):
+            return f"dir:{path.resolve()}"
+    return suite
+
+
 @dataclass
 class ModelConfig:
     name: str

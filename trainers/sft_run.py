@@ -18,7 +18,7 @@ from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
 from nextstate.atomic import append_jsonl
-from nextstate.config import check_ranges, model_config, typed
+from nextstate.config import check_ranges, model_config, suite_of, typed
 from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import without_tags
@@ -83,7 +83,7 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
         nll_before, nll_after, losses = fine_tune(init_path, tokenizer, samples, sc, cfg.seed, out_dir, "sft")
         policy.update_weights_from_disk(str(out_dir))
         after = evaluate("eval after")
-    metrics = {"env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "signal": "sft", "seed": cfg.seed,
+    metrics = {"env": env_cfg.name, "suite": suite_of(env_cfg), "signal": "sft", "seed": cfg.seed,
                "model": model_cfg.name, "demos": len(demos), "train_samples": len(samples),
                "train_tasks": [t.task_id for t in train_tasks], "train_nll_before": nll_before,
                "train_nll_after": nll_after, "epoch_losses": losses, "success_before": before["success_rate"],

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from agents.pool import run_episodes
 from nextstate.atomic import append_jsonl, read_jsonl
+from nextstate.config import suite_of
 from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import max_steps_at
@@ -90,7 +91,7 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
     acc = judge_accuracy(state.judge_pairs)
     scores = state.step_scores
     metrics = {
-        "env": env_cfg.name, "suite": getattr(env_cfg, "suite", "-"), "signal": signal.name,
+        "env": env_cfg.name, "suite": suite_of(env_cfg), "signal": signal.name,
         "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.use_opd else "-",
         "judge": judge_cfg.name if signal.use_prm else "-", "hints": hints_cfg.name if signal.use_opd else "-",
         "iterations": tc.iterations, "train_episodes": state.train_episodes, "train_samples": state.train_samples,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.reports.leaderboard import NA, aggregate, by_env, validate
-from harness.reports.plots import leaderboard_curves
+from harness.reports.plots import env_chart, leaderboard_curves
 from harness.reports.tables import env_table, overall_table
 from nextstate.atomic import write_text_atomic
 
@@ -27,6 +27,7 @@ class Report:
     overall: list[list[str]]
     envs: dict[str, list[list[str]]]
     curves: dict[str, list[Path]] = field(default_factory=dict)
+    charts: dict[str, Path] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
 
 
@@ -40,14 +41,15 @@ def _html_table(table: list[list[str]], table_id: str) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in table[0])
     body = "\n".join("<tr>" + "".join(f'<td class="{"na" if c == NA else ""}">{html.escape(c)}</td>' for c in row)
                      + "</tr>" for row in table[1:])
-    return (f'<table class="leaderboard" id="{table_id}">\n<thead><tr>{head}</tr></thead>\n'
-            f'<tbody>\n{body}\n</tbody>\n</table>')
+    return (f'<div class="scroll"><table class="leaderboard" id="{table_id}">\n<thead><tr>{head}</tr></thead>\n'
+            f'<tbody>\n{body}\n</tbody>\n</table></div>')
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f0f0f0}td.na{color:#999}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}
-.note{color:#555;font-size:13px;max-width:60em}"""
+.note{color:#555;font-size:13px;max-width:60em}
+.scroll{max-width:100%;overflow-x:auto}th{white-space:nowrap}"""
 
 
 def _html(report: Report) -> str:
@@ -63,6 +65,9 @@ def _html(report: Report) -> str:
         parts += [f"<h2 id='h-{html.escape(env)}'>{html.escape(env)}</h2>",
                   f"<p class='note'>CSV: <a href='{html.escape(env)}.csv'>{html.escape(env)}.csv</a></p>",
                   _html_table(table, f"env-{env}")]
+        if env in report.charts:
+            parts.append(f"<img class='chart' src='{html.escape(report.charts[env].name)}' "
+                         f"alt='success by entry, {html.escape(env)}'>")
         for png in report.curves.get(env, []):
             parts.append(f"<img class='curve' src='{html.escape(png.name)}' alt='learning curves, {html.escape(env)}'>")
     parts.append("</body></html>\n")
@@ -83,9 +88,11 @@ def write_report(leaderboard: Path, out_dir: Path, known_envs: set[str] | None =
     out_dir.mkdir(parents=True, exist_ok=True)
     for env, es in per_env.items():
         report.curves[env] = leaderboard_curves(env, es, out_dir)
+        report.charts[env] = env_chart(env, es, out_dir)
     for name, table in [("overall", report.overall), *report.envs.items()]:
         write_text_atomic(out_dir / f"{name}.csv", to_csv(table))
         report.files.append(out_dir / f"{name}.csv")
     write_text_atomic(out_dir / "index.html", _html(report))
-    report.files += [p for ps in report.curves.values() for p in ps] + [out_dir / "index.html"]
+    report.files += [p for ps in report.curves.values() for p in ps] + list(report.charts.values())
+    report.files.append(out_dir / "index.html")
     return report

@@ -8,10 +8,12 @@ rate with a 95% t-interval; a training entry is also paired, seed by seed, with 
 
 Rows are validated before anything is computed: an unknown env, a seed that is not an integer or a
 success rate that is not a number in [0, 1] is a `LeaderboardError` naming the file and line.
-When a configuration was run twice with the same seed, the row appended last counts.
+A configuration run again with the same seed is a re-run: every row is kept, and that seed's value is
+the mean of its runs (the entry's `runs` counts them), so no result silently replaces another.
 """
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +62,8 @@ class Entry:
     context: Context
     method: Method
     rows: dict[int, Row]  # by seed: the last row appended for that seed
-    success: Stat
+    success: Stat  # over seeds, each seed the mean of its runs
+    runs: int = 0  # rows behind the entry (more than its seeds where a seed was re-run)
     delta_vs_baseline: Stat | None = None  # paired with the outcome entry of the same context
     gain: Stat | None = None  # success after training minus before, per seed
     means: dict[str, float | None] = field(default_factory=dict)  # mean_steps, tokens, wall_s ...
@@ -119,18 +122,23 @@ def validate(path: Path | str, known_envs: set[str] | None = None) -> list[Row]:
 
 def aggregate(rows: list[Row]) -> list[Entry]:
     """Entries (one per context and method), with their paired deltas against outcome."""
-    # file order = the order runs finished: a rerun's row replaces the earlier one
-    groups = by_seed(rows, key=lambda r: (r.context, r.method), seed=lambda r: r.seed)
+    runs: dict[tuple, dict[int, list[Row]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        runs[(r.context, r.method)][r.seed].append(r)
+    groups = by_seed(rows, key=lambda r: (r.context, r.method), seed=lambda r: r.seed)  # the last row per seed
     entries = {}
-    for (ctx, method), seeds in groups.items():
-        vals = list(seeds.values())
-        gains = [r.success - r.success_before for r in vals if r.success_before is not None]
-        entries[(ctx, method)] = Entry(
-            ctx, method, seeds, Stat.of([r.success for r in vals]),
+    per_seed: dict[tuple, dict[int, float]] = {}
+    for k, seeds in groups.items():
+        ctx, method = k
+        per_seed[k] = {s: statistics.fmean(r.success for r in runs[k][s]) for s in seeds}
+        every = [r for s in seeds for r in runs[k][s]]
+        gains = [statistics.fmean(r.success - r.success_before for r in runs[k][s]) for s in seeds
+                 if all(r.success_before is not None for r in runs[k][s])]
+        entries[k] = Entry(
+            ctx, method, seeds, Stat.of(per_seed[k].values()), runs=len(every),
             gain=Stat.of(gains) if ctx.train_episodes is not None and gains else None,
-            means={k: mean([getattr(r, k) for r in vals]) for k in MEANS})
-    trained = {k: {s: r.success for s, r in seeds.items()} for k, seeds in groups.items()
-               if k[0].train_episodes is not None}
+            means={m: mean([getattr(r, m) for r in every]) for m in MEANS})
+    trained = {k: v for k, v in per_seed.items() if k[0].train_episodes is not None}
     deltas = paired_deltas(trained, is_baseline=lambda k: k[1].is_baseline, pair_key=lambda k: (k[0], k[1].mode))
     for k, d in deltas.items():
         entries[k].delta_vs_baseline = Stat.of(d)

@@ -119,6 +119,25 @@ def leaderboard_curves(env: str, entries: list[Entry], out_dir: Path) -> list[Pa
     return paths
 
 
+def env_chart(env: str, entries: list[Entry], out_dir: Path) -> Path:
+    """One env's entries as horizontal bars: mean success over seeds with its 95% interval, best on top,
+    each labelled with what it is (agent, model, method, split, tasks)."""
+    plt = _pyplot()
+    ranked = sorted(entries, key=lambda e: e.success.mean)
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.32 * len(ranked)), dpi=110)
+    labels = [f"{e.context.agent} {e.context.model if e.context.model not in ('', '-') else ''} "
+              f"{e.method.label if e.method.signal != 'none' else ''} [{e.context.split}, {e.context.n_tasks} tasks, "
+              f"{e.success.n} seed{'s' if e.success.n > 1 else ''}]".replace("  ", " ") for e in ranked]
+    ax.barh(range(len(ranked)), [e.success.mean for e in ranked],
+            xerr=[e.success.half or 0.0 for e in ranked], color="C0", ecolor="0.3", capsize=3)
+    ax.set_yticks(range(len(ranked)), labels, fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("success rate (mean over seeds, 95% interval)")
+    ax.set_title(env, fontsize=9)
+    fig.tight_layout()
+    return save_figure_atomic(fig, out_dir / f"chart_{re.sub(r'[^A-Za-z0-9_.-]+', '_', env)}.png")
+
+
 # ---- the signal comparison and the personal agent
 
 def paired_bars(deltas: dict[tuple[str, str], dict[str, list[float]]], metrics: tuple[str, ...], out: Path) -> None:

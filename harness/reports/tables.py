@@ -26,8 +26,8 @@ def _or_na(x: str) -> str:
     return NA if x in ("-", "none") else x
 
 
-ENV_COLUMNS = ["Rank", "Success", "95% CI", "Seeds", "Δ vs Outcome", "Δ 95% CI", "Paired Seeds", "Model",
-               "Agent", "Signal", "Judge", "Hints", "Teacher", "Mode", "Split", "Tasks", "Train Episodes",
+ENV_COLUMNS = ["Rank", "Success", "95% CI", "Seeds", "Runs", "Δ vs Outcome", "Δ 95% CI", "Paired Seeds", "Model",
+               "Agent", "Signal", "Judge", "Hints", "Teacher", "Mode", "Suite", "Split", "Tasks", "Train Episodes",
                "Success Before", "Gain", "Gain 95% CI", "Mean Steps", "Infra Failures", "Tokens", "Wall (s)"]
 
 
@@ -39,10 +39,10 @@ def _env_row(rank: int, e: Entry) -> list[str]:
     c, m, delta = e.context, e.method, e.delta_vs_baseline
     training = e.is_training
     return [
-        str(rank), pct(e.success.mean), ci(e.success), str(e.success.n),
+        str(rank), pct(e.success.mean), ci(e.success), str(e.success.n), str(e.runs),
         pct(delta.mean, signed=True) if delta else NA, ci(delta), str(delta.n) if delta else NA,
         _or_na(c.model), c.agent, _or_na(m.signal), _or_na(m.judge), _or_na(m.hints), _or_na(m.teacher),
-        _or_na(m.mode), c.split, str(c.n_tasks),
+        _or_na(m.mode), c.suite, c.split, str(c.n_tasks),
         str(c.train_episodes) if training else NA,
         pct(mean([r.success_before for r in e.rows.values()])) if training else NA,
         pct(e.gain.mean, signed=True) if e.gain else NA, ci(e.gain),
@@ -70,19 +70,22 @@ def headline(entries: list[Entry]) -> dict[tuple, Entry]:
 
 def overall_table(entries: list[Entry], envs: list[str]) -> list[list[str]]:
     """Entrants x envs (header first), like BFCL's data_overall.csv: a cell is the entrant's mean
-    success on that env, N/A where it was not evaluated there. Overall = the mean over the envs it
-    was evaluated on (BFCL counts N/A as 0; here the Envs column says how many count), ranked by
-    envs evaluated, then overall."""
+    success on that env, N/A where it was not evaluated there. Overall is the mean over the envs that
+    every entrant was evaluated on (named in the header), so entrants are ranked on the same envs:
+    one that ran fewer envs is never ranked on (or below) another's extra ones. Where no env is
+    common to all, Overall is N/A and the rows are sorted by name."""
     entrants: dict[tuple, dict[str, Entry]] = defaultdict(dict)
     for (agent, model, method, env), e in headline(entries).items():
         entrants[(agent, model, method)][env] = e
+    common = sorted(set.intersection(*(set(per_env) for per_env in entrants.values()))) if entrants else []
     rows = []
     for (agent, model, method), per_env in entrants.items():
-        overall = statistics.fmean(e.success.mean for e in per_env.values())
-        rows.append((len(per_env), overall, [
-            pct(overall), f"{len(per_env)}/{len(envs)}", _or_na(model), agent,
+        overall = statistics.fmean(per_env[env].success.mean for env in common) if common else None
+        rows.append((overall, (agent, model, method.label), [
+            pct(overall) if overall is not None else NA, f"{len(per_env)}/{len(envs)}", _or_na(model), agent,
             method.label if method.signal != "none" else NA,
             *[pct(per_env[env].success.mean) if env in per_env else NA for env in envs]]))
-    rows.sort(key=lambda x: (-x[0], -x[1]))
-    header = ["Rank", "Overall Acc", "Envs", "Model", "Agent", "Method", *envs]
+    rows.sort(key=lambda x: (-(x[0] if x[0] is not None else 0.0), x[1]))
+    over = f"Overall Acc ({', '.join(common)})" if common else "Overall Acc (no env common to all)"
+    header = ["Rank", over, "Envs", "Model", "Agent", "Method", *envs]
     return [header] + [[str(rank), *cells] for rank, (_, _, cells) in enumerate(rows, start=1)]
