@@ -6,20 +6,55 @@ from __future__ import annotations
 
 import hashlib
 import io
-import re
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker.errors
+from docker.utils.build import exclude_paths
+from dockerfile_parse import DockerfileParser
 
 from envs.sandbox.errors import SandboxError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HASH_LABEL = "nextstate.content_hash"
-# FROM [--flag=value ...] image [AS stage]: the flags (`--platform=linux/amd64`) are not the image.
-_FROM = re.compile(r"^(\s*FROM\s+)((?:--\S+\s+)*)(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
-_STAGE = re.compile(r"\s+AS\s+(\S+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FromLine:
+    """One FROM instruction, as dockerfile-parse reads it (continuations, case, comments): its lines,
+    its flags (`--platform=...`, not the image), the image (ARGs resolved) and the stage it names."""
+
+    startline: int
+    endline: int
+    flags: tuple[str, ...]
+    image: str
+    stage: str | None
+    keyword: str = "FROM"  # as written (`from` stays `from` when the image is rewritten)
+
+
+def from_lines(dockerfile_text: str, buildargs: dict[str, str] | None = None) -> list[FromLine]:
+    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile_text.encode()), build_args=buildargs or {})
+    froms = [s for s in parser.structure if s["instruction"] == "FROM"]
+    out = []
+    for s, image in zip(froms, parser.parent_images):
+        words = s["value"].split()
+        flags = tuple(w for w in words if w.startswith("--"))
+        rest = [w for w in words if not w.startswith("--")]
+        stage = rest[2] if len(rest) >= 3 and rest[1].lower() == "as" else None
+        out.append(FromLine(s["startline"], s["endline"], flags, image, stage, s["content"].split()[0]))
+    return out
+
+
+def context_files(context: Path, exclude: set[str] = frozenset()) -> list[Path]:
+    """The files of a build context, as `docker build` sends them: the context's `.dockerignore`
+    patterns honoured (docker-py's own matcher), and top-level names in `exclude` left out."""
+    ignore = context / ".dockerignore"
+    patterns = ignore.read_text().splitlines() if ignore.is_file() else []
+    kept = set(exclude_paths(str(context), patterns))
+    return [p for p in sorted(context.rglob("*"))
+            if p.is_file() and (rel := p.relative_to(context).as_posix()) in kept and rel.split("/")[0] not in exclude]
 
 
 def ensure_base_image(client, name: str) -> None:
@@ -71,21 +106,18 @@ def mapped_image(image: str, image_map: dict[str, str]) -> str | None:
 
 def _content_hash(context: Path, dockerfile_text: str, exclude: set[str]) -> str:
     h = hashlib.sha256(dockerfile_text.encode())
-    for p in sorted(context.rglob("*")):
-        rel = p.relative_to(context).as_posix()
-        if p.is_file() and rel.split("/")[0] not in exclude:
-            h.update(rel.encode() + b"\0" + p.read_bytes())
+    for p in context_files(context, exclude):
+        h.update(p.relative_to(context).as_posix().encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 
 def _build_context_tar(context: Path, dockerfile_text: str, exclude: set[str]) -> io.BytesIO:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for p in sorted(context.rglob("*")):
+        for p in context_files(context, exclude):
             rel = p.relative_to(context).as_posix()
-            if rel.split("/")[0] in exclude or rel == "Dockerfile":
-                continue
-            tar.add(p, arcname=rel, recursive=False)
+            if rel != "Dockerfile":
+                tar.add(p, arcname=rel, recursive=False)
         data = dockerfile_text.encode()
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(data)
@@ -97,27 +129,25 @@ def _build_context_tar(context: Path, dockerfile_text: str, exclude: set[str]) -
 def map_base_images(dockerfile_text: str, image_map: dict[str, str]) -> str:
     """Rewrite FROM lines whose image cannot be pulled here to a local image (config: image_map).
     A mapped line loses its `--platform` flag: the local image is the one this machine runs."""
-    def sub(m: re.Match) -> str:
-        local = mapped_image(m.group(3), image_map)
+    lines = dockerfile_text.splitlines(keepends=True)
+    for f in reversed(from_lines(dockerfile_text)):
+        local = mapped_image(f.image, image_map)
         if local is None:
-            return m.group(0)
-        flags = "".join(f + " " for f in m.group(2).split() if not f.lower().startswith("--platform"))
-        return m.group(1) + flags + local + m.group(4)
-
-    return _FROM.sub(sub, dockerfile_text)
+            continue
+        flags = "".join(x + " " for x in f.flags if not x.lower().startswith("--platform"))
+        lines[f.startline: f.endline + 1] = [f"{f.keyword} {flags}{local}{f' AS {f.stage}' if f.stage else ''}\n"]
+    return "".join(lines)
 
 
 def base_images(dockerfile_text: str, buildargs: dict[str, str] | None = None) -> list[str]:
     """The images the FROM lines name (flags, `scratch` and earlier stages left out; `${ARG}` from
     `buildargs`)."""
     bases, stages = [], set()
-    for m in _FROM.finditer(dockerfile_text):
-        image = (buildargs or {}).get(m.group(3).strip("${}"), m.group(3))
-        if image.lower() != "scratch" and image not in stages:
-            bases.append(image)
-        stage = _STAGE.match(m.group(4))
-        if stage:
-            stages.add(stage.group(1))
+    for f in from_lines(dockerfile_text, buildargs):
+        if f.image.lower() != "scratch" and f.image not in stages:
+            bases.append(f.image)
+        if f.stage:
+            stages.add(f.stage)
     return bases
 
 

@@ -229,3 +229,24 @@ def test_a_shell_that_cannot_start_fails_after_a_few_tries(terminal_image, sandb
             sb.start()
     finally:
         sb.close()
+
+
+def test_from_lines_are_read_as_docker_reads_them():
+    # a continued FROM line, a lower-case one and an ARG default: the hand-written regex missed all three
+    text = ("# syntax=docker/dockerfile:1\nARG BASE=debian:12\nfrom --platform=linux/amd64 \\\n"
+            "  python:3.11-slim AS build\nRUN echo hi\nFROM ${BASE}\nCOPY --from=build /x /x\n")
+    assert base_images(text) == ["python:3.11-slim", "debian:12"]
+    assert base_images(text, {"BASE": "alpine:3"}) == ["python:3.11-slim", "alpine:3"]
+    mapped = map_base_images(text, {"python": "local/py:1"})
+    assert "from local/py:1 AS build\nRUN echo hi\nFROM ${BASE}\n" in mapped and "python:3.11" not in mapped
+
+
+def test_the_build_context_honours_dockerignore(tmp_path):
+    from envs.sandbox.images import context_files
+
+    for rel in ("Dockerfile", "keep.txt", "logs/z", "a/y.log", "a/b/x.txt", "tests/t.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / ".dockerignore").write_text("logs\n**/*.log\n")
+    files = {p.relative_to(tmp_path).as_posix() for p in context_files(tmp_path, exclude={"tests"})}
+    assert files == {".dockerignore", "Dockerfile", "keep.txt", "a/b/x.txt"}
