@@ -11,11 +11,19 @@ outcome reward; the paper's claim, outcome + process reward beats outcome alone,
 from __future__ import annotations
 
 import argparse
-import csv
+import json
+import statistics
 from pathlib import Path
 
-from harness.reports.aggregate import by_seed
-from harness.reports.personalization import _csv, _points, _run_dirs, feedback_of, signal_name, table
+from harness.reports.personalization import (
+    _csv,
+    _points,
+    feedback_of,
+    read_scores,
+    signal_name,
+    table,
+    unique_scores,
+)
 from harness.reports.plots import score_curves
 from nextstate.atomic import write_text_atomic
 
@@ -40,35 +48,45 @@ def run_scores(run_dir: Path) -> list[dict]:
             if s is not None]
 
 
-def _read(path: Path) -> list[dict]:
-    if path.is_file():
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
-            if not _SCORE_COLUMNS <= set(reader.fieldnames or ()):
-                raise SystemExit(f"error: {path} is not a general scores.csv (it needs {sorted(_SCORE_COLUMNS)})")
-            return [{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "score": float(r["score"])}
-                    for r in reader]
-    if path.is_dir():
-        return [r for d in _run_dirs(path) for r in run_scores(d)]
-    raise SystemExit(f"error: {path} is neither a run dir, a sweep dir nor a scores.csv")
-
-
 def collect(inputs: list[Path]) -> list[dict]:
     """Rows from run or sweep dirs and earlier scores.csv files; one evaluation seen twice is an error."""
-    rows = [r for path in inputs for r in _read(path)]
+    rows = [r for path in inputs for r in read_scores(path, run_scores, _SCORE_COLUMNS, "general scores.csv")]
+    return unique_scores(rows, ("env", "suite"))
 
-    def twice(key, seed, first, again):
-        raise SystemExit(f"error: {(*key[:4], seed, key[4])} is in both {first['run_dir']} and {again['run_dir']}")
 
-    by_seed(rows, key=lambda r: (r["env"], r["suite"], r["signal"], r["judge"], r["updates"]),
-            seed=lambda r: r["seed"], on_repeat=twice)
-    return rows
+PHASES = ("rollout_s", "judge_s", "hints_s", "teacher_s", "update_s", "publish_s")
+
+
+def phase_table(rows: list[dict]) -> str:
+    """Markdown: per env and signal, the median seconds of each phase of an update over every update of
+    the runs the rows came from (their train_log.jsonl, where the run dir is still there), and the
+    median held-out evaluation. What a user's wall clock goes to, measured by the grid itself."""
+    logs: dict[tuple[str, str], list[dict]] = {}
+    for run_dir in sorted({(r["env"], r["signal"], r["run_dir"]) for r in rows}):
+        log = Path(run_dir[2]) / "train_log.jsonl"
+        if log.is_file():
+            logs.setdefault(run_dir[:2], []).extend(json.loads(x) for x in log.read_text().splitlines() if x.strip())
+    if not logs:
+        return ""
+    out = ["| env | signal | updates | samples | " + " | ".join(p[:-2] for p in PHASES) + " | total | eval |",
+           "|" + "---|" * (len(PHASES) + 6)]
+    for (env, signal), entries in sorted(logs.items()):
+        med = lambda k, es=entries: statistics.median(e.get(k) or 0.0 for e in es)  # noqa: E731
+        evals = [e["eval_s"] for e in entries if e.get("eval_s")]
+        out.append(f"| {env} | {signal} | {len(entries)} | {med('samples'):.0f} | "
+                   + " | ".join(f"{med(p):.1f}" for p in PHASES)
+                   + f" | {sum(med(p) for p in PHASES):.1f} | {statistics.median(evals) if evals else 0:.0f} |")
+    return "\n".join(out) + "\n"
 
 
 def write(rows: list[dict], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "scores.csv", _csv(rows, COLUMNS, COLUMNS[:6]))
     md = table(rows, setting="env")
+    phases = phase_table(rows)
+    if phases:
+        md += ("\nSeconds per update by phase (median over the runs' updates; eval: one held-out "
+               "evaluation):\n\n" + phases)
     write_text_atomic(out / "table.md", md)
     score_curves(rows, out / "curves.png", setting="env", ylabel="held-out success (greedy)")
     return md

@@ -24,6 +24,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Callable
 
 from harness.reports.aggregate import BASELINE_SIGNAL, Stat, by_seed, feedback, paired_deltas, signal_rank
 from harness.reports.plots import score_curves, want_curves
@@ -147,12 +148,15 @@ def collect_wants(inputs: list[Path]) -> list[dict]:
     return [r for path in inputs for r in _read_wants(path)]
 
 
-def _read(path: Path) -> list[dict]:
+def read_scores(path: Path, run_scores: Callable[[Path], list[dict]], required: set[str] = _SCORE_COLUMNS,
+                kind: str = "scores.csv") -> list[dict]:
+    """Score rows from a `scores.csv` (it must have the `required` columns), or from a run or sweep dir
+    through `run_scores` (one run dir's rows). Shared by the personal- and general-agent reports."""
     if path.is_file():
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
-            if not _SCORE_COLUMNS <= set(reader.fieldnames or ()):
-                raise SystemExit(f"error: {path} is not a scores.csv (it needs the columns {sorted(_SCORE_COLUMNS)})")
+            if not required <= set(reader.fieldnames or ()):
+                raise SystemExit(f"error: {path} is not a {kind} (it needs the columns {sorted(required)})")
             return [{**r, "seed": int(r["seed"]), "updates": int(r["updates"]), "score": float(r["score"])}
                     for r in reader]
     if path.is_dir():
@@ -160,17 +164,20 @@ def _read(path: Path) -> list[dict]:
     raise SystemExit(f"error: {path} is neither a run dir, a sweep dir nor a scores.csv")
 
 
-def collect(inputs: list[Path]) -> list[dict]:
-    """Rows from sweep dirs (each run a sub dir) and from earlier `scores.csv` files; a (persona,
-    signal, judge, seed, updates) seen twice is an error, not a silent double count."""
-    rows = [r for path in inputs for r in _read(path)]
-
+def unique_scores(rows: list[dict], setting: tuple[str, ...]) -> list[dict]:
+    """The rows, after checking that no (setting..., signal, judge, updates) holds a seed twice: one
+    evaluation read from two places is an error, not a silent double count."""
     def twice(key, seed, first, again):
-        raise SystemExit(f"error: {(*key[:3], seed, key[3])} is in both {first['run_dir']} and {again['run_dir']}")
+        raise SystemExit(f"error: {(*key[:-1], seed, key[-1])} is in both {first['run_dir']} and {again['run_dir']}")
 
-    by_seed(rows, key=lambda r: (r["persona"], r["signal"], r["judge"], r["updates"]), seed=lambda r: r["seed"],
-            on_repeat=twice)
+    by_seed(rows, key=lambda r: (*(r[c] for c in setting), r["signal"], r["judge"], r["updates"]),
+            seed=lambda r: r["seed"], on_repeat=twice)
     return rows
+
+
+def collect(inputs: list[Path]) -> list[dict]:
+    """Rows from sweep dirs (each run a sub dir) and from earlier `scores.csv` files."""
+    return unique_scores([r for path in inputs for r in read_scores(path, run_scores)], ("persona",))
 
 
 def _at(rows: list[dict], updates: int, setting: str = "persona") -> dict[tuple[str, str, str], dict[int, float]]:
