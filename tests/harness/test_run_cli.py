@@ -236,3 +236,13 @@ def test_run_log_holds_the_runs_lines_and_the_bar_counts_steps(tmp_path, harness
     assert "[nextstate] mode=eval env=toolcall agent=oracle" in log.splitlines()[0]
     assert "success rate 100.0%" in log and "\r" not in log
     assert "steps=" in p.stderr and "success=2" in p.stderr
+
+
+def test_a_sweep_says_how_many_runs_it_has_and_what_is_left(tmp_path, run_cli):
+    p = run_cli("harness.run", "-m", "progress=false", "env=toolcall", "agent=oracle,noop", "limit=1", "seed=0,1",
+                env={"NEXTSTATE_RESULTS": tmp_path}, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = [x for x in p.stdout.splitlines() if x.startswith("[sweep]")]
+    assert lines[0].startswith("[sweep] 4 runs -> ")
+    assert lines[1].startswith("[sweep] 1/4 runs finished after") and "left" in lines[1]
+    assert lines[-1].startswith("[sweep] 4/4 runs finished after")
