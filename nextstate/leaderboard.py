@@ -74,15 +74,29 @@ def _write_rows(path: Path, header: list[str], rows: list[dict]) -> None:
     write_text_atomic(path, buf.getvalue())
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|\r\n?|\n")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_value(value) -> str:
+    """A row value as one safe CSV cell: line breaks and other control characters become a space, a lone
+    surrogate the replacement character. Written raw, a carriage return (which the writer does not
+    quote under a `\n` terminator) split the row, and every later run failed to read the file."""
+    if value is None:
+        return ""
+    return _CONTROL.sub(" ", _SURROGATE.sub("\ufffd", str(value)))
+
+
 def _add(path: Path, row: dict, once: bool) -> bool:
     """Under the lock: append `row`, unless `once` and the leaderboard already holds it (the same
     run_dir and timestamp: a run killed after the append but before it marked the row filed)."""
     header, rows = read_rows(path)
-    if once and any(r.get("run_dir") == str(row.get("run_dir")) and r.get("timestamp") == str(row.get("timestamp"))
+    header = header + [k for k in row if k not in header]
+    row = {k: clean_value(v) for k, v in row.items()}
+    if once and any(r.get("run_dir") == row.get("run_dir") and r.get("timestamp") == row.get("timestamp")
                     for r in rows):
         return False
-    header = header + [k for k in row if k not in header]
-    rows.append({k: ("" if v is None else v) for k, v in row.items()})
+    rows.append(row)
     _write_rows(path, header, rows)
     return True
 

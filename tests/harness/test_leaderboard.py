@@ -64,3 +64,16 @@ def test_missing_columns_are_reported(tmp_path):
         csv.writer(f).writerows([["timestamp", "success_rate"], ["x", "1"]])
     with pytest.raises(LeaderboardError, match="line 1: header lacks"):
         read_rows(path)
+
+
+def test_a_control_character_in_a_value_keeps_the_file_readable(tmp_path):
+    # a carriage return was written unquoted: the row split in two and every later run failed to read the file
+    from nextstate.leaderboard import COLUMNS, append_row, read_rows
+
+    path = tmp_path / "leaderboard.csv"
+    row = {c: "x" for c in COLUMNS} | {"env": "terminal", "agent": "model", "seed": 0}
+    append_row(path, row | {"model": "evil\rmodel", "run_dir": "/r/\n1", "suite": "a\x00b\ud800"})
+    append_row(path, row | {"model": "plain"})
+    header, rows = read_rows(path)
+    assert [r["model"] for r in rows] == ["evil model", "plain"]
+    assert rows[0]["run_dir"] == "/r/ 1" and rows[0]["suite"] == "a b\ufffd"
