@@ -7,6 +7,8 @@ as its last step and the exception (type, message, traceback tail) as the eviden
 on with the next episode."""
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 import traceback
 from typing import Callable
@@ -19,6 +21,7 @@ from nextstate.types import NextState, Step, Task, Trajectory
 # grading toolchain (envs/sandbox/integrity.py), and a persona chat task's first-reply grade
 # (envs/chat/env.py), which the personalization score is computed from; and the traceback of an env
 # that raised.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 FINAL_INFO_KEPT = ("test_output", "tampered", "first_reply_met", "first_reply_wants", "corrections",
                    "infra_traceback")
 TRACEBACK_KEPT = 4000  # characters of an env's traceback kept in a trajectory (its tail)
@@ -54,6 +57,7 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
         traj.info.update({k: info[k] for k in ("infra_traceback",) if k in info})
         return traj
     agent.begin(task, reference)
+    obs = _SURROGATE.sub("\ufffd", obs)
     messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": obs}]
     t_agent = time.monotonic()
     while True:
@@ -64,6 +68,8 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
             traj.infra_failure, traj.infra_reason = True, f"agent: {e}"
             return traj
         t_gen = time.monotonic() - t
+        if _SURROGATE.search(gen.text):  # no env, tokenizer or JSON writer can encode a lone surrogate
+            gen = dataclasses.replace(gen, text=_SURROGATE.sub("\ufffd", gen.text))
         try:
             obs, reward, terminated, truncated, info = env.step(gen.text)
         except Exception as e:  # noqa: BLE001  (the env's failure, not the agent's: see the docstring)
@@ -78,6 +84,7 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
                   **({"usage": gen.usage} if gen.usage else {})},
             timings={"generate": t_gen, "env": time.monotonic() - t - t_gen},
         ))
+        obs = _SURROGATE.sub("\ufffd", obs)  # an env that echoes the action would pass it on to the policy
         messages += [{"role": "assistant", "content": gen.text}, {"role": "user", "content": obs}]
         if on_step is not None:  # the progress bar's live step and token counts
             on_step(len(gen.token_ids) or gen.usage.get("completion_tokens", 0))
