@@ -64,8 +64,11 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
         t = time.monotonic()
         try:
             gen = agent.act(messages, tools=tools)
-        except AgentUnavailable as e:  # the endpoint, not the agent's choice: unscored, with the reason
-            traj.infra_failure, traj.infra_reason = True, f"agent: {e}"
+        except Exception as e:  # noqa: BLE001  (the policy's machinery failed, e.g. an endpoint or a tokenizer,
+            # not a choice of the agent: the episode is unscored with the reason, and the run goes on)
+            traj.infra_failure = True
+            traj.infra_reason = f"agent: {e}" if isinstance(e, AgentUnavailable) else f"agent: {type(e).__name__}: {e}"
+            traj.info["infra_traceback"] = traceback.format_exc()[-4000:]
             return traj
         t_gen = time.monotonic() - t
         if _SURROGATE.search(gen.text):  # no env, tokenizer or JSON writer can encode a lone surrogate

@@ -34,3 +34,17 @@ def test_a_lone_surrogate_in_a_reply_is_an_ordinary_bad_step_not_an_infra_failur
     assert "\ufffd" in traj.steps[0].action_text and "\ud800" not in traj.steps[0].action_text
     json.dumps(traj.to_dict(), ensure_ascii=False).encode("utf-8")  # writable as the trajectories file is
     assert all("\ud800" not in m["content"] for m in agent.seen[-1])  # nothing unencodable went back to it
+
+
+class BrokenPolicyAgent(ReplayAgent):
+    def act(self, messages, tools=None):
+        raise TypeError("the tokenizer choked on the prompt")
+
+
+def test_a_policy_that_raises_files_an_infra_episode_and_the_caller_goes_on():
+    cfg = conf_defaults("env", "toolcall", ToolCallEnvConfig)
+    env = gym.make("nextstate/ToolCall-v0", config=cfg)
+    traj = run_episode(env, BrokenPolicyAgent([]), env.unwrapped.tasks[0], "")
+    env.close()
+    assert traj.infra_failure and traj.infra_reason == "agent: TypeError: the tokenizer choked on the prompt"
+    assert "TypeError" in traj.info["infra_traceback"]
