@@ -68,6 +68,19 @@ class TerminalEnvConfig(EnvConfig):
     templated_seed: int
 
 
+PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def grading_environment(tests_dir: str) -> dict[str, str]:
+    """What the tests run with, whatever the agent left in the container: pytest reads its config only
+    from the task's own /tests (`-c` names it, or /dev/null where the task has none, so a /pytest.ini
+    or /conftest.py the agent planted above /tests is never read: `--confcutdir`), roots at /tests,
+    writes no cache, and Python skips the user site dir. A task's own pytest options still apply."""
+    own = next((f"/tests/{name}" for name in PYTEST_CONFIGS if (Path(tests_dir) / name).is_file()), "/dev/null")
+    return {"PYTEST_ADDOPTS": f"-c {own} --rootdir=/tests --confcutdir=/tests -p no:cacheprovider",
+            "PYTHONNOUSERSITE": "1"}
+
+
 class TerminalEnv(SandboxedEpisodes, TextEnv):
     def __init__(self, config: TerminalEnvConfig | None = None, sandbox: SandboxConfig | None = None,
                  *, tasks: list[Task] | None = None, split: str | None = None, run_id: str = "adhoc"):
@@ -370,12 +383,14 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                                  "test_output": f"not graded: /logs/verifier could not be made afresh: {out[-300:]}"}
                 code, out = sb.run("bash /tests/test.sh", user=user, workdir="/tests",
                                    timeout=task.data["test_timeout_s"],
-                                   environment=task.data.get("verifier_env") or None)
+                                   environment={**grading_environment(task.data["tests_dir"]),
+                                                **(task.data.get("verifier_env") or {})})
                 outcome = harbor_reward(sb)
             else:
                 sb.upload(task.data["test_entry"], "/tests")
                 code, out = sb.run("bash /tests/run-tests.sh", workdir="/tests",
-                                   timeout=task.data["test_timeout_s"], environment={"TEST_DIR": "/tests"})
+                                   timeout=task.data["test_timeout_s"],
+                                   environment={**grading_environment(task.data["tests_dir"]), "TEST_DIR": "/tests"})
                 outcome = 1.0 if code == 0 else 0.0
         except SandboxFullError as e:  # the agent filled the disk the tests had to go to
             return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,

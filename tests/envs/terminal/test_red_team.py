@@ -237,6 +237,33 @@ def test_the_toolchain_attack_would_pass_without_the_check(env, terminal_config,
     assert traj.success and traj.outcome == 1.0, traj.info.get("test_output")
 
 
+# -- 4b. pytest reads its config only from the task's /tests ------------------------------------------
+PYTEST_CONFIG_ATTACKS = {
+    # pytest walked up from /tests to /: the root's ini made it only collect (exit 0)
+    "root-ini-collect-only": "printf '[pytest]\\naddopts = --co\\n' > /pytest.ini",
+    # ... and the root's conftest then counted as the tests' own and rewrote the exit status
+    "root-conftest-exit-0": "printf '[pytest]\\n' > /pytest.ini; printf 'import pytest\\n"
+                            "@pytest.hookimpl(trylast=True)\\ndef pytest_sessionfinish(session, exitstatus):\\n"
+                            "    session.exitstatus = 0\\n' > /conftest.py",
+}
+
+
+@pytest.mark.parametrize("attack", PYTEST_CONFIG_ATTACKS.values(), ids=PYTEST_CONFIG_ATTACKS.keys())
+@pytest.mark.parametrize("task", [AS_ROOT, HARBOR_AS_ROOT], ids=["terminal-bench", "harbor"])
+def test_a_pytest_config_planted_above_the_tests_is_not_read(env, terminal_config, task, attack):
+    traj = play(env, terminal_config, task, attack)
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+
+
+def test_the_pytest_config_attack_would_pass_without_the_hardening(env, terminal_config, monkeypatch):
+    """The attack is real: with pytest left to find its own config, the planted one passes the tests."""
+    import envs.terminal.env as terminal
+
+    monkeypatch.setattr(terminal, "grading_environment", lambda tests_dir: {})
+    traj = play(env, terminal_config, AS_ROOT, PYTEST_CONFIG_ATTACKS["root-ini-collect-only"])
+    assert traj.success and traj.outcome == 1.0, traj.info.get("test_output")
+
+
 # -- faults: a container killed while the tests run is infra, never the agent's failure -------------
 class KillWhileTestsRun:
     """Stands in for `Sandbox.run`: `delay` s after the task's tests start, the container is killed;
