@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import time
 from collections import defaultdict
@@ -63,28 +64,32 @@ def main() -> None:
         pool = EnvPool(make_env)
         stack.callback(pool.close)
         env = pool.get().unwrapped
-        tasks = env.tasks[: args.limit]
+        tasks = random.Random(0).sample(env.tasks, min(args.limit, len(env.tasks)))  # every template
         trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=env_cfg.system_prompt,
                              seed=cfg.seed, parallel=1, progress=False)
         policy = stack.enter_context(serve_policy(mc, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
                                                   path=path, log_path=run_dir / "server.log"))
         greedy = SamplingConfig(mc.max_new_tokens, 0.0, 1.0, mc.max_prompt_tokens)
+        steps = [(task, step) for task, traj in zip(tasks, trajs) for step in traj.steps]
+        tools = env.tools_for(tasks[0])  # one tool set for the whole suite
+        prompts = [m for _, step in steps for m in (step.prompt_messages,
+                                                    teacher_messages(step, step.action_text, hints.teacher_suffix))]
+        # a batch at a time: one request of every prompt would pass the server's request deadline, and
+        # a reply past it ends with what it has
+        gens = [g for i in range(0, len(prompts), 16) for g in policy.generate(prompts[i:i + 16], tools=tools,
+                                                                               sampling=greedy)]
+        refs = [policy.tokenizer.encode(step.action_text, add_special_tokens=False) for _, step in steps]
+        scored = policy.score_many([(policy.prompt_ids(m, tools), refs[i // 2]) for i, m in enumerate(prompts)])
         rows = []
-        for task, traj in zip(tasks, trajs):
-            tools = env.tools_for(task)
-            for step in traj.steps:
-                student = step.prompt_messages
-                teacher = teacher_messages(step, step.action_text, hints.teacher_suffix)
-                s_gen, t_gen = policy.generate([student, teacher], tools=tools, sampling=greedy)
-                ref_ids = policy.tokenizer.encode(step.action_text, add_special_tokens=False)
-                (s_lp, _), (t_lp, _) = policy.score_many([(policy.prompt_ids(student, tools), ref_ids),
-                                                          (policy.prompt_ids(teacher, tools), ref_ids)])
-                kind = "call" if parse_reply(step.action_text).calls else "answer"
-                rows.append({"template": task.tags[1] if len(task.tags) > 1 else "-", "kind": kind,
-                             "student": step_correct(s_gen.text, step.action_text, task.data["expect"]),
-                             "teacher": step_correct(t_gen.text, step.action_text, task.data["expect"]),
-                             "lp_student": statistics.fmean(s_lp), "lp_teacher": statistics.fmean(t_lp),
-                             "teacher_reply": t_gen.text[:120]})
+        for i, (task, step) in enumerate(steps):
+            s_gen, t_gen = gens[2 * i], gens[2 * i + 1]
+            (s_lp, _), (t_lp, _) = scored[2 * i], scored[2 * i + 1]
+            kind = "call" if parse_reply(step.action_text).calls else "answer"
+            rows.append({"template": task.tags[1] if len(task.tags) > 1 else "-", "kind": kind,
+                         "student": step_correct(s_gen.text, step.action_text, task.data["expect"]),
+                         "teacher": step_correct(t_gen.text, step.action_text, task.data["expect"]),
+                         "lp_student": statistics.fmean(s_lp), "lp_teacher": statistics.fmean(t_lp),
+                         "teacher_reply": t_gen.text[:120]})
     groups = defaultdict(list)
     for r in rows:
         groups["all"].append(r)
