@@ -14,8 +14,9 @@ values training never saw.
 Grading: the final plain-text answer must contain the expected value (a number within rounding, or
 the country's name) and at most `_MAX_NUMBERS` numbers, so listing every number seen does not pass.
 Each step carries a verifiable label: a call step `well_formed`, `executed_ok` (no tool error) and
-`matches_reference` (every call is one the reference makes, compared by meaning: units and city names
-case-blind, an expression by its value); the answer step `answer_correct`.
+`matches_reference` (every call is a reference call not made before in the episode, compared by
+meaning: units and city names case-blind, an expression by its value); the answer step
+`answer_correct`.
 """
 from __future__ import annotations
 
@@ -255,6 +256,7 @@ class TemplatedEpisode(ParsingEpisode):
     def __init__(self, task: Task, obs_max_chars: int, caps: ReplyCaps):
         super().__init__(task, obs_max_chars, caps)
         self.reference = [c for step in task.data["reference"] for c in step]
+        self.pending = list(self.reference)  # the reference calls not made yet in this episode
         self.answer: str | None = None
 
     def on_calls(self, reply) -> Turn:
@@ -270,9 +272,21 @@ class TemplatedEpisode(ParsingEpisode):
             blocks.append(render_tool_responses([json.dumps(out, ensure_ascii=False)], self.obs_max_chars))
         text = "\n".join(blocks)
         ns = NextState(kind="tool", text=text, fields={"calls": [c.name for c in canon], "errors": errors})
-        label = {"well_formed": True, "executed_ok": errors == 0,
-                 "matches_reference": all(any(same_call(c, r) for r in self.reference) for c in canon)}
+        label = {"well_formed": True, "executed_ok": errors == 0, "matches_reference": self._progress(canon)}
         return Turn(ns, text, step_label=label)
+
+    def _progress(self, calls) -> bool:
+        """Every call is a reference call not made before in this episode (each is then made). A call
+        that repeats one already made is no progress: labelled right, it paid a judge's +1 for calling
+        again instead of answering, and PRM training learned to call until the steps ran out."""
+        ok = True
+        for call in calls:
+            i = next((k for k, ref in enumerate(self.pending) if same_call(call, ref)), None)
+            if i is None:
+                ok = False
+            else:
+                self.pending.pop(i)
+        return ok
 
     def on_text(self, text: str) -> Turn:
         self.answer = text
