@@ -124,6 +124,7 @@ def test_agent_openai_evaluates_tool_call_tasks_through_the_embedded_server(serv
 
 @pytest.mark.model
 @pytest.mark.docker
+@pytest.mark.slow  # ~70 s: a sandbox, the server and a whole run
 def test_agent_openai_evaluates_a_terminal_task_through_the_embedded_server(served, tmp_path, terminal_image):
     p, rows = _eval(served, tmp_path, "env=terminal", "limit=1")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
