@@ -117,13 +117,14 @@ def main(cfg: DictConfig) -> dict:
     return _plotting_sweep(metrics) if mode.sweep_plot else metrics
 
 
-def _drop_unstarted_run_dir(cfg: DictConfig) -> None:
-    """A run refused before it started leaves no run dir behind: only Hydra's record (`.hydra/`) and
-    the resolved config are there, no episode; a resumed run's dir is never touched."""
+def _drop_unstarted_run_dir(cfg: DictConfig, unstarted: set[str]) -> None:
+    """A run refused before it started leaves no run dir behind: only the `unstarted` files are there
+    (Hydra's record, the resolved config), no episode. A run stopped after its start (a taken port)
+    keeps its dir, and a resumed run's dir is never touched."""
     if cfg.get("resume"):
         return
     run_dir = run_dir_of(cfg)
-    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {".hydra", "run.log", "config.yaml"}:
+    if run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= unstarted:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
@@ -131,10 +132,11 @@ def _drop_unstarted_run_dir(cfg: DictConfig) -> None:
 def cli(cfg: DictConfig) -> None:
     try:
         main(cfg)
-    except (SystemExit, ConfigError) as e:
-        _drop_unstarted_run_dir(cfg)
-        if isinstance(e, ConfigError):
-            sys.exit(f"[nextstate] {e}")
+    except ConfigError as e:  # a value that names nothing: the run never had anything to start on
+        _drop_unstarted_run_dir(cfg, {".hydra", "run.log", "config.yaml"})
+        sys.exit(f"[nextstate] {e}")
+    except SystemExit:  # refused by main's own checks (no config.yaml yet), or stopped later (kept: its record)
+        _drop_unstarted_run_dir(cfg, {".hydra", "run.log"})
         raise
     except KeyboardInterrupt:
         command = resume_command(HydraConfig.get().overrides.task, run_dir_of(cfg))
