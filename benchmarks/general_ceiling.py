@@ -29,6 +29,17 @@ from envs.make import env_maker
 from nextstate.config import compose, model_config, typed
 
 
+def start_model(experiment: str, overrides: list[str]):
+    """The experiment's config, its model config and the weights it trains from (`model.init_from`,
+    e.g. the SFT warm start), which must exist."""
+    cfg = compose([f"+experiment={experiment}", *overrides])
+    mc = model_config(cfg.model)
+    path = Path(mc.init_from or model_path(mc, cfg.paths.cache_dir))
+    if not path.exists():
+        raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
+    return cfg, mc, path
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", default="general_toolcall")
@@ -36,11 +47,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="the first N test instances (default: all)")
     ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. model.init_from=...")
     args = ap.parse_args()
-    cfg = compose([f"+experiment={args.experiment}", *args.overrides])
-    mc = model_config(cfg.model)
-    path = Path(mc.init_from or model_path(mc, cfg.paths.cache_dir))
-    if not path.exists():
-        raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
+    cfg, mc, path = start_model(args.experiment, args.overrides)
     t0 = time.monotonic()
     run_dir = Path("/tmp/general_ceiling")
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -23,15 +23,17 @@ from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
 
+from general_ceiling import start_model  # the script beside this one
+
 from agents.base import OracleAgent
-from agents.factory import model_path, serve_policy
+from agents.factory import serve_policy
 from agents.pool import EnvPool, run_episodes
 from agents.serving.backend import BackendConfig
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.toolcall.parse import parse_reply
 from envs.toolcall.templated import answer_is_correct, same_call
-from nextstate.config import compose, model_config, typed
+from nextstate.config import typed
 from trainers.feedback.model_judge import HintConfig, teacher_messages
 
 
@@ -50,12 +52,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=40, help="train instances (their oracle trajectories)")
     ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. hints.teacher_suffix=...")
     args = ap.parse_args()
-    cfg = compose([f"+experiment={args.experiment}", *args.overrides])
-    mc = model_config(cfg.model)
+    cfg, mc, path = start_model(args.experiment, args.overrides)
     hints = typed(cfg.hints, HintConfig)
-    path = Path(mc.init_from or model_path(mc, cfg.paths.cache_dir))
-    if not path.exists():
-        raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
     t0 = time.monotonic()
     run_dir = Path("/tmp/hinted_teacher")
     run_dir.mkdir(parents=True, exist_ok=True)
