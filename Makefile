@@ -6,7 +6,7 @@ PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
 HOST_PYTHON := $(shell command -v python3.11 || command -v python3)
 DEPS_STAMP := $(VENV)/.deps-$(shell sha1sum pyproject.toml | cut -c1-12)
-APT_PACKAGES := docker.io debootstrap git ca-certificates chromium btrfs-progs
+APT_PACKAGES := docker.io debootstrap git ca-certificates chromium btrfs-progs strace
 BENCH_APT_PACKAGES := chromium-driver  # only the GUI benchmark's Selenium baseline needs it
 
 help:  ## this list

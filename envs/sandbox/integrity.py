@@ -18,6 +18,10 @@ executes:
 Installing packages, building tools into `/usr/local/bin`, or editing configs stays allowed; only the
 grading toolchain is protected. A tampered container is the agent's doing: its task scores 0, with
 the paths named, and the tests never run in it.
+
+This list is the fast first check, and names the usual attacks plainly; what makes the check
+complete is the grader's closure (envs/sandbox/closure.py): every path tracing the task's own
+verifier found it touches.
 """
 from __future__ import annotations
 
@@ -62,10 +66,20 @@ def tampering(changes: list[dict], is_dir: Callable[[str], bool], read: Callable
             found.append(f"deleted {path}")
         elif kind == MODIFIED and _protected(path) and not is_dir(path):
             found.append(f"changed {path}")
-        elif kind == ADDED and (_runs_first(path) or (_ENTRY_POINTS.match(path) and b"pytest11" in read(path))):
+        elif kind == ADDED and (_runs_first(path) or (_ENTRY_POINTS.match(path) and _plugs_into_pytest(read, path))):
             if not (_STDLIB.match(path) and is_dir(path)):
                 found.append(f"added {path}")
     return found
+
+
+def _plugs_into_pytest(read: Callable[[str], bytes], path: str) -> bool:
+    """Whether an added entry-points file names a pytest plugin. One that cannot be read as a file
+    (a directory, a dangling link, a fifo by that name: what importlib would trip on) counts as one:
+    an agent's odd file must not make the check itself fail and the episode go unscored."""
+    try:
+        return b"pytest11" in read(path)
+    except Exception:  # noqa: BLE001 - whatever the agent made there, it is not the image's
+        return True
 
 
 def scratch_find(dirs: tuple[str, ...]) -> str:

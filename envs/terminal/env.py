@@ -24,11 +24,12 @@ from pathlib import Path
 
 from envs.base import TextEnv, given_or_default, pick_task, set_tasks
 from envs.sandbox import Sandbox, SandboxConfig, SandboxError, SandboxFullError
+from envs.sandbox.closure import TRACE_LOG, TRACER_DIR, traced, tracer_files
 from envs.sandbox.images import build_image, ensure_shared_image
 from envs.sandbox.integrity import scratch_find, scratch_tampering, tampering
 from envs.sandboxed import SandboxedEpisodes, render_next_state
 from envs.task_formats import load_suite
-from envs.terminal import templated
+from envs.terminal import grader_closure, templated
 from envs.terminal.actions import parse_action
 from envs.terminal.harbor import (
     broken_report,
@@ -66,6 +67,8 @@ class TerminalEnvConfig(EnvConfig):
     templated_train: int  # suite: templated: how many train and test instances, and the seed they come from
     templated_test: int
     templated_seed: int
+    grader_closure: bool  # trace each task's verifier once; a change to what it touches is tampering
+    closure_dir: str      # where the traced closures are kept, by image and tests
 
 
 PYTEST_CONFIGS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
@@ -116,6 +119,8 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         self._agent_user = "root"
         self._host_cpus: float | None = None
         self._passing = ""  # a templated task's checks after the last step: one 0/1 per check
+        self.trace_verifier = False  # set while the grader's closure is recorded (envs/terminal/grader_closure.py)
+        self.trace_log: str | None = None
         warn_once(unhonoured_report(self.tasks))
         warn_once(broken_report(self.tasks))
 
@@ -381,14 +386,14 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                 if code != 0:  # a reward file there could be anyone's: not graded, and not infra (no evidence)
                     return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,
                                  "test_output": f"not graded: /logs/verifier could not be made afresh: {out[-300:]}"}
-                code, out = sb.run("bash /tests/test.sh", user=user, workdir="/tests",
+                code, out = sb.run(self._verifier("bash /tests/test.sh"), user=user, workdir="/tests",
                                    timeout=task.data["test_timeout_s"],
                                    environment={**grading_environment(task.data["tests_dir"]),
                                                 **(task.data.get("verifier_env") or {})})
                 outcome = harbor_reward(sb)
             else:
                 sb.upload(task.data["test_entry"], "/tests")
-                code, out = sb.run("bash /tests/run-tests.sh", workdir="/tests",
+                code, out = sb.run(self._verifier("bash /tests/run-tests.sh"), workdir="/tests",
                                    timeout=task.data["test_timeout_s"],
                                    environment={**grading_environment(task.data["tests_dir"]), "TEST_DIR": "/tests"})
                 outcome = 1.0 if code == 0 else 0.0
@@ -398,14 +403,31 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         except SandboxError as e:
             self._close_sandbox()
             return 0.0, {"infra_failure": True, "infra_reason": str(e)}
+        if self.trace_verifier:
+            self.trace_log = sb.download(TRACE_LOG).decode("utf-8", errors="replace")
         return outcome, {"outcome": outcome, "success": outcome >= 1.0, "test_exit_code": code,
                          "test_output": out[-4000:], "verify_s": time.monotonic() - t0}
 
-    @staticmethod
-    def _toolchain_tampering(sb) -> list[str]:
-        found = tampering(sb.changes(), sb.is_dir, sb.download)
+    def _verifier(self, command: str) -> str:
+        """The verifier's command line: as it is, or under the tracer while its closure is recorded."""
+        if not self.trace_verifier:
+            return command
+        self._sandbox.upload_files(tracer_files(), mode=0o755)
+        self._sandbox.run(f"chmod 1777 {TRACER_DIR}")
+        return traced(command)
+
+    def _toolchain_tampering(self, sb) -> list[str]:
+        """What the agent changed that grading would run: the toolchain list first (cheap, and
+        names the usual attacks plainly), then the grader's closure (what tracing the task's
+        verifier found it touches; envs/terminal/grader_closure.py)."""
+        changes = sb.changes()
+        found = tampering(changes, sb.is_dir, sb.download)
         if not found and sb.scratch:  # tmpfs mounts: not in `docker diff`
             found = scratch_tampering(sb.run(scratch_find(sb.scratch), timeout=60)[1])
+        if not found and not self.trace_verifier:
+            closure = grader_closure.closure_for(self, self.task)
+            if closure is not None:
+                found = closure.tampering(changes, sb.is_dir)
         return found
 
     def reference_actions(self, task: Task) -> list[str]:

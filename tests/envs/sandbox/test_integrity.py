@@ -59,3 +59,12 @@ def test_what_tasks_do_is_not_tampering():
         (ADDED, "/app/venv/lib/python3.11/site-packages/_pytest/__init__.py"),
         (ADDED, "/app/sitecustomize.py"),  # not on an interpreter's start-up path
     ) == []
+
+
+def test_an_entry_points_file_that_cannot_be_read_counts_as_a_plugin_not_as_a_crash():
+    path = "/usr/local/lib/python3.11/dist-packages/evil-1.0.dist-info/entry_points.txt"
+
+    def unreadable(p):
+        raise OSError(f"{p} is not a regular file")  # a directory, a dangling link, a fifo by that name
+
+    assert tampering([{"Path": path, "Kind": ADDED}], DIRS.__contains__, unreadable) == [f"added {path}"]

@@ -232,7 +232,7 @@ def test_a_rewritten_grading_toolchain_scores_zero_and_is_named(env, terminal_co
 
 def test_the_toolchain_attack_would_pass_without_the_check(env, terminal_config, monkeypatch):
     """The attack is real: with the integrity check switched off, the shimmed python passes the tests."""
-    monkeypatch.setattr(TerminalEnv, "_toolchain_tampering", staticmethod(lambda sb: []))
+    monkeypatch.setattr(TerminalEnv, "_toolchain_tampering", lambda self, sb: [])
     traj = play(env, terminal_config, AS_ROOT, TOOLCHAIN_ATTACKS["python-shim"])
     assert traj.success and traj.outcome == 1.0, traj.info.get("test_output")
 
@@ -262,6 +262,56 @@ def test_the_pytest_config_attack_would_pass_without_the_hardening(env, terminal
     monkeypatch.setattr(terminal, "grading_environment", lambda tests_dir: {})
     traj = play(env, terminal_config, AS_ROOT, PYTEST_CONFIG_ATTACKS["root-ini-collect-only"])
     assert traj.success and traj.outcome == 1.0, traj.info.get("test_output")
+
+
+# -- 4c. what no list names: the grader's closure (the paths tracing the verifier found it touches) ----
+CLOSURE_ATTACKS = {
+    # the file `sitecustomize` links to, in /etc: run at every interpreter start, even under -I
+    "etc-sitecustomize": "echo 'import os; os._exit(0)' >> /etc/python3.11/sitecustomize.py",
+    # a zip Python probes first on sys.path: its argparse is the one pytest imports
+    "stdlib-zip": "cd /root && echo 'import os; os._exit(0)' > argparse.py && python3 -c \"import zipfile; "
+                  "z = zipfile.ZipFile('/usr/lib/python311.zip', 'w'); z.write('argparse.py'); z.close()\"",
+    # the module sitecustomize tries to import, new in a directory Python lists
+    "probed-module": "echo 'import os; os._exit(0)' > /usr/lib/python3/dist-packages/apport_python_hook.py",
+    # a pytest11 plugin added to pytest's own entry points (pluggy loads every one at start-up)
+    "entry-point-in-pytests-dist-info": "printf '[pytest11]\\nzz = zzplug\\n' >> "
+        "/usr/lib/python3/dist-packages/pytest-7.2.1.dist-info/entry_points.txt && "
+        "echo 'import os; os._exit(0)' > /usr/local/lib/python3.11/dist-packages/zzplug.py",
+}
+
+
+@pytest.mark.parametrize("attack", CLOSURE_ATTACKS.values(), ids=CLOSURE_ATTACKS.keys())
+def test_a_change_to_what_the_verifier_touches_scores_zero_and_is_named(env, terminal_config, attack):
+    traj = play(env, terminal_config, AS_ROOT, attack)  # (the Harbor fixture's verifier is bash alone: no Python)
+    assert not traj.success and traj.outcome == 0.0, traj.info.get("test_output")
+    assert traj.info["tampered"] and "grading" in traj.info["test_output"], traj.info.get("test_output")
+
+
+@pytest.mark.parametrize("name", ["etc-sitecustomize", "stdlib-zip", "probed-module"])
+def test_the_closure_attacks_pass_the_toolchain_list_alone(terminal_config, sandbox_config, terminal_image, name):
+    """The attacks are real, and the list does not name them: without the closure they score 1.0."""
+    e = TerminalEnv(dataclasses.replace(terminal_config, grader_closure=False), sandbox_config,
+                    tasks=[AS_ROOT], run_id="pytest-red-team")
+    try:
+        traj = play(e, terminal_config, AS_ROOT, CLOSURE_ATTACKS[name])
+    finally:
+        e.close()
+    assert traj.success and traj.outcome == 1.0 and "tampered" not in traj.info, traj.info.get("test_output")
+
+
+ODD_FILES = {  # things named like what the check reads, that cannot be read as a file
+    "dir-entry-points": "mkdir -p /usr/local/lib/python3.11/dist-packages/x-1.dist-info/entry_points.txt",
+    "dangling-entry-points": "mkdir -p /usr/local/lib/python3.11/dist-packages/x-1.dist-info && "
+                             "ln -s /nowhere /usr/local/lib/python3.11/dist-packages/x-1.dist-info/entry_points.txt",
+    "fifo-entry-points": "mkdir -p /usr/local/lib/python3.11/dist-packages/x-1.dist-info && "
+                         "mkfifo /usr/local/lib/python3.11/dist-packages/x-1.dist-info/entry_points.txt",
+}
+
+
+@pytest.mark.parametrize("attack", ODD_FILES.values(), ids=ODD_FILES.keys())
+def test_an_odd_file_where_the_check_reads_is_tampering_not_an_unscored_episode(env, terminal_config, attack):
+    traj = play(env, terminal_config, AS_ROOT, attack)  # (play: never infra)
+    assert not traj.success and traj.outcome == 0.0 and traj.info["tampered"], traj.info.get("test_output")
 
 
 # -- faults: a container killed while the tests run is infra, never the agent's failure -------------
