@@ -22,6 +22,10 @@ def summarize(trajs: list[Trajectory]) -> dict:
         "mean_outcome": (sum(t.outcome for t in graded) / n) if n else 0.0,
         "mean_steps": (sum(len(t.steps) for t in graded) / n) if n else 0.0,
         "infra_failures": len(trajs) - n,
+        # graded, but say why a score may not be the solution's: counted apart in the report
+        "tampered": sum(bool(t.info.get("tampered")) for t in graded),
+        "verifier_timeouts": sum(bool(t.info.get("verifier_timed_out")) for t in graded),
+        "suspicious": sum(bool(t.info.get("suspicious")) for t in graded),
         "tokens": sum(t.n_tokens for t in trajs),
         "per_task": {t.task_id: {"success": t.success, "outcome": t.outcome, "steps": len(t.steps),
                                  "infra_failure": t.infra_failure} for t in trajs},

@@ -22,8 +22,8 @@ from nextstate.types import NextState, Step, Task, Trajectory
 # (envs/chat/env.py), which the personalization score is computed from; and the traceback of an env
 # that raised.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-FINAL_INFO_KEPT = ("test_output", "tampered", "first_reply_met", "first_reply_wants", "corrections",
-                   "infra_traceback")
+FINAL_INFO_KEPT = ("test_output", "test_exit_code", "tampered", "verifier_timed_out", "regraded", "suspicious",
+                   "first_reply_met", "first_reply_wants", "corrections", "infra_traceback")
 TRACEBACK_KEPT = 4000  # characters of an env's traceback kept in a trajectory (its tail)
 
 

@@ -67,6 +67,7 @@ class TerminalEnvConfig(EnvConfig):
     templated_train: int  # suite: templated: how many train and test instances, and the seed they come from
     templated_test: int
     templated_seed: int
+    regrade_verifier_timeouts: bool  # run a verifier its time limit killed once more
     grader_closure: bool  # trace each task's verifier once; a change to what it touches is tampering
     closure_dir: str      # where the traced closures are kept, by image and tests
 
@@ -376,27 +377,12 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
                                  "test_output": f"checks failed: {', '.join(failed)}" if failed else "all checks hold",
                                  "verify_s": time.monotonic() - t0}
             sb.upload(task.data["tests_dir"], "/")  # -> /tests
-            if task.data["format"] == "harbor":  # as [verifier].user (root), with [verifier].env
-                user = task.data.get("verifier_user") or "root"
-                if user != "root" and not self._agent_root:  # (a root agent's processes are all gone)
-                    sb.kill_user_processes(user)
-                    if user == self._agent_user:  # the agent's processes are all gone: the verifier's are not its
-                        sb.stop_disk_watch()
-                code, out = sb.run(fresh_reward_dir(user))
-                if code != 0:  # a reward file there could be anyone's: not graded, and not infra (no evidence)
-                    return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,
-                                 "test_output": f"not graded: /logs/verifier could not be made afresh: {out[-300:]}"}
-                code, out = sb.run(self._verifier("bash /tests/test.sh"), user=user, workdir="/tests",
-                                   timeout=task.data["test_timeout_s"],
-                                   environment={**grading_environment(task.data["tests_dir"]),
-                                                **(task.data.get("verifier_env") or {})})
-                outcome = harbor_reward(sb)
-            else:
+            if task.data["format"] != "harbor":
                 sb.upload(task.data["test_entry"], "/tests")
-                code, out = sb.run(self._verifier("bash /tests/run-tests.sh"), workdir="/tests",
-                                   timeout=task.data["test_timeout_s"],
-                                   environment={**grading_environment(task.data["tests_dir"]), "TEST_DIR": "/tests"})
-                outcome = 1.0 if code == 0 else 0.0
+            outcome, code, out, timed_out = self._run_verifier(task, sb)
+            regraded = timed_out and self.config.regrade_verifier_timeouts
+            if regraded:  # a machine under load can push a right solution past the limit: once more
+                outcome, code, out, timed_out = self._run_verifier(task, sb)
         except SandboxFullError as e:  # the agent filled the disk the tests had to go to
             return 0.0, {"outcome": 0.0, "success": False, "verify_s": time.monotonic() - t0,
                          "test_output": f"not graded: {e}"}
@@ -405,8 +391,38 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
             return 0.0, {"infra_failure": True, "infra_reason": str(e)}
         if self.trace_verifier:
             self.trace_log = sb.download(TRACE_LOG).decode("utf-8", errors="replace")
-        return outcome, {"outcome": outcome, "success": outcome >= 1.0, "test_exit_code": code,
-                         "test_output": out[-4000:], "verify_s": time.monotonic() - t0}
+        final = {"outcome": outcome, "success": outcome >= 1.0, "test_exit_code": code,
+                 "test_output": out[-4000:], "verify_s": time.monotonic() - t0}
+        if timed_out or regraded:
+            final.update(verifier_timed_out=timed_out, regraded=regraded)
+        return outcome, final
+
+    def _run_verifier(self, task: Task, sb) -> tuple[float, int, str, bool]:
+        """Run the task's tests once: (outcome, exit code, output, whether its time limit killed it).
+        Harbor: as [verifier].user with [verifier].env, the reward read from its file afterwards."""
+        limit = task.data["test_timeout_s"]
+        t0 = time.monotonic()
+        if task.data["format"] == "harbor":
+            user = task.data.get("verifier_user") or "root"
+            if user != "root" and not self._agent_root:  # (a root agent's processes are all gone)
+                sb.kill_user_processes(user)
+                if user == self._agent_user:  # the agent's processes are all gone: the verifier's are not its
+                    sb.stop_disk_watch()
+            code, out = sb.run(fresh_reward_dir(user))
+            if code != 0:  # a reward file there could be anyone's: not graded, and not infra (no evidence)
+                return 0.0, code, f"not graded: /logs/verifier could not be made afresh: {out[-300:]}", False
+            code, out = sb.run(self._verifier("bash /tests/test.sh"), user=user, workdir="/tests", timeout=limit,
+                               environment={**grading_environment(task.data["tests_dir"]),
+                                            **(task.data.get("verifier_env") or {})})
+            outcome = harbor_reward(sb)
+        else:
+            code, out = sb.run(self._verifier("bash /tests/run-tests.sh"), workdir="/tests", timeout=limit,
+                               environment={**grading_environment(task.data["tests_dir"]), "TEST_DIR": "/tests"})
+            outcome = 1.0 if code == 0 else 0.0
+        timed_out = code in (124, 137) and time.monotonic() - t0 >= limit - 1.0  # `timeout -s KILL`: 137
+        if timed_out:
+            out += f"\n[the verifier was killed at its {limit:g} s limit: its output ends there]"
+        return outcome, code, out, timed_out
 
     def _verifier(self, command: str) -> str:
         """The verifier's command line: as it is, or under the tracer while its closure is recorded."""

@@ -39,6 +39,10 @@ def print_summary(result) -> None:
           "FAIL" if t["infra_failure"] else ""] for tid, t in m["per_task"].items()]))
     out.print(f"success rate {m['success_rate']:.1%} over {m['n_graded']} graded tasks "
               f"({m['infra_failures']} infra failures), {m['tokens']} tokens, {m['wall_s']:.0f} s")
+    apart = {"tampered with their grading": m.get("tampered"), "verifier killed at its time limit":
+             m.get("verifier_timeouts"), "suspicious patches": m.get("suspicious")}
+    if flagged := [f"{n} {what}" for what, n in apart.items() if n]:
+        out.print("flagged: " + "; ".join(flagged) + " (`info` of their trajectories)")
     out.print(f"run dir: {r['run_dir']}")
 
 

@@ -48,3 +48,17 @@ def test_a_policy_that_raises_files_an_infra_episode_and_the_caller_goes_on():
     env.close()
     assert traj.infra_failure and traj.infra_reason == "agent: TypeError: the tokenizer choked on the prompt"
     assert "TypeError" in traj.info["infra_traceback"]
+
+
+def test_the_summary_counts_tampered_timed_out_and_suspicious_episodes_apart():
+    from agents.pool import summarize
+    from nextstate.types import Trajectory
+
+    trajs = [Trajectory("a", "e", outcome=1.0, success=True),
+             Trajectory("b", "e", info={"tampered": ["changed /usr/bin/python3"]}),
+             Trajectory("c", "e", info={"verifier_timed_out": True, "test_exit_code": 137}),
+             Trajectory("d", "e", info={"suspicious": ["imports _pytest"]}),
+             Trajectory("f", "e", infra_failure=True, info={"verifier_timed_out": True})]
+    m = summarize(trajs)
+    assert (m["n_graded"], m["success_rate"], m["infra_failures"]) == (4, 0.25, 1)
+    assert (m["tampered"], m["verifier_timeouts"], m["suspicious"]) == (1, 1, 1)  # infra ones are not counted

@@ -214,6 +214,28 @@ def test_boundary_a_process_the_verifier_started_can_rewrite_the_reward(tmp_path
     assert traj.outcome == 1.0, traj.info.get("test_output")
 
 
+def slow_verifier_task(tmp_path, limit_s: float):
+    task = verifier_runs_the_agents_program(tmp_path, "true")
+    return dataclasses.replace(task, data={**task.data, "test_timeout_s": limit_s})
+
+
+# the first run of the agent's program is slow (as on a loaded machine), the next is not
+SLOW_ONCE = "if [ -f /tmp/ran-once ]; then echo 42; else touch /tmp/ran-once; sleep 30; fi"
+
+
+def test_a_verifier_killed_at_its_limit_is_named_with_its_exit_code(tmp_path, terminal_config, sandbox_config):
+    traj = run_answer(terminal_config, sandbox_config, slow_verifier_task(tmp_path, 3), SLOW_ONCE)
+    assert traj.outcome == 0.0 and not traj.infra_failure
+    assert traj.info["verifier_timed_out"] is True and traj.info["regraded"] is False
+    assert traj.info["test_exit_code"] == 137 and "killed at its 3 s limit" in traj.info["test_output"]
+
+
+def test_a_run_can_regrade_a_verifier_timeout_once(tmp_path, terminal_config, sandbox_config):
+    cfg = dataclasses.replace(terminal_config, regrade_verifier_timeouts=True)
+    traj = run_answer(cfg, sandbox_config, slow_verifier_task(tmp_path, 3), SLOW_ONCE)
+    assert traj.outcome == 1.0 and traj.info["regraded"] is True and traj.info["verifier_timed_out"] is False
+
+
 # -- 4. a root agent cannot rewrite what grades it ---------------------------------------------------
 TOOLCHAIN_ATTACKS = {
     "python-shim": "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/python3.11",  # every python3 exits 0
