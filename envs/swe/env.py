@@ -24,6 +24,7 @@ from envs.swe.grading import GradeResult, grade_patch, split_patch
 from envs.swe.images import ensure_swe_shared_image, instance_image
 from envs.swe.instances import load_swe_suite
 from envs.swe.oracle import reference_replies
+from envs.swe.suspicious import suspicious_lines
 from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
 
@@ -44,6 +45,7 @@ class SWEEnvConfig(EnvConfig):
     diff_max_lines: int
     eval_timeout_s: float
     oracle_actions: str  # edit | git_apply
+    swe_strict: bool  # a patch that reaches into the test machinery (envs/swe/suspicious.py) scores 0
 
 
 def _resolve(path: str) -> Path:
@@ -175,14 +177,18 @@ class SWEEnv(SandboxedEpisodes, TextEnv):
         self.last_grade = res
         if res.infra_failure:
             return 0.0, {"infra_failure": True, "infra_reason": res.infra_reason}
-        outcome = 1.0 if res.resolved else 0.0
+        suspicious = suspicious_lines(graded_patch)
+        resolved = res.resolved and not (suspicious and self.config.swe_strict)
+        outcome = 1.0 if resolved else 0.0
         return outcome, {
-            "outcome": outcome, "success": res.resolved, "resolved": res.resolved,
+            "outcome": outcome, "success": resolved, "resolved": resolved, "swebench_resolved": res.resolved,
+            "suspicious": suspicious,
             "patch_exists": res.patch_exists, "patch_successfully_applied": res.patch_successfully_applied,
             "tests_status": res.tests_status, "tests_timed_out": res.tests_timed_out,
             "swebench_report": res.report, "model_patch": graded_patch, "dropped_test_files": dropped,
             "test_output": (res.test_output or res.apply_output)[-4000:], "grade_s": res.seconds,
-            "verdict": self._verdict(res, dropped, diff_error), "verify_s": time.monotonic() - t0,
+            "verdict": self._verdict(res, dropped, diff_error, suspicious, self.config.swe_strict),
+            "verify_s": time.monotonic() - t0,
         }
 
     def _agent_diff(self, base_commit: str) -> tuple[str, str]:
@@ -201,7 +207,7 @@ class SWEEnv(SandboxedEpisodes, TextEnv):
         return self._sandbox.download(out_file).decode("utf-8", errors="replace"), ""
 
     @staticmethod
-    def _verdict(res: GradeResult, dropped: list[str], diff_error: str) -> str:
+    def _verdict(res: GradeResult, dropped: list[str], diff_error: str, suspicious: list[str], strict: bool) -> str:
         lines = [f"[submitted] {diff_error}" if diff_error else "[submitted]"]
         if dropped:
             lines.append(f"Changes to test files and test configuration (conftest.py, pytest.ini, tox.ini, setup.cfg, "
@@ -218,7 +224,10 @@ class SWEEnv(SandboxedEpisodes, TextEnv):
                 lines.append(f"{key}: {len(ok)}/{len(ok) + len(bad)} passing{failing}")
         if res.tests_timed_out:
             lines.append("The tests timed out.")
-        lines.append(f"Resolved: {'yes' if res.resolved else 'no'}.")
+        if suspicious:
+            lines.append("The patch reaches into the test machinery from the package under test "
+                         f"({'scored 0' if strict else 'flagged'}): " + "; ".join(suspicious[:5]))
+        lines.append(f"Resolved: {'yes' if res.resolved and not (suspicious and strict) else 'no'}.")
         return "\n".join(lines)
 
     def reference_actions(self, task: Task) -> list[str]:
