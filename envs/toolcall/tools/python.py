@@ -1,14 +1,11 @@
 """`run_python`: the agent's code runs in a Docker sandbox (network none, memory/pid limits from
 conf/sandbox), as the unprivileged user, under a hard timeout.
 
-One container serves every episode of an env: it is started on the first call (~0.3 s) and reused,
-since most episodes never call python and starting one per episode would dominate the step time.
-Each call is a fresh `python3 -I` process (no state carries between calls); at the start of an
-episode after one that used python, every leftover process of the sandbox user is killed, its home
-is put back as the image had it (a copy taken as root when the container started, kept where that
-user cannot read or write it), and /tmp, /var/tmp and /dev/shm are emptied: what one episode's code
-wrote there (answers, a planted module) must not reach the next one. Other directories the image
-lets that user write are not wiped (the bundled image has none).
+A container is started on an episode's first python call (~0.3 s) and serves that episode's calls;
+each call is a fresh `python3 -I` process (no state carries between calls). The next episode that
+calls python gets a new container: what one episode's code left (a file anywhere it could write, a
+process that keeps changing its pid with `setsid`) goes with the old one, its own pid namespace
+and writable layer, removed in the background. Most episodes never call python and start none.
 """
 from __future__ import annotations
 
@@ -21,7 +18,6 @@ from envs.toolcall.episode import InfraFailure
 from envs.toolcall.tools import Param, Tool, ToolError
 
 SCRATCH = "/tmp/ns-py"
-HOME_COPY = "/root/.ns-home"  # the sandbox user's home as the image had it
 MAX_CODE_CHARS = 20_000
 
 
@@ -31,8 +27,6 @@ class PythonRunner:
         self.timeout_s = timeout_s
         self.max_output_chars = max_output_chars
         self._sandbox: Sandbox | None = None
-        self._dirty = False
-        self._home = ""  # the sandbox user's home ("" when it has none worth restoring)
 
     def run(self, code: str, deadline: float | None = None, reply_tool_s: float | None = None) -> dict:
         """Run `code`; with a `deadline` (time.monotonic()), for no longer than what is left until
@@ -43,8 +37,6 @@ class PythonRunner:
         try:
             if self._sandbox is None:
                 self._sandbox = self._start_sandbox()
-                self._copy_home()
-            self._dirty = True
             t, cut_by_reply = self.timeout_s, False
             if deadline is not None and deadline - time.monotonic() < t:  # `timeout 0` would mean none
                 t, cut_by_reply = max(deadline - time.monotonic(), 0.1), True
@@ -70,38 +62,13 @@ class PythonRunner:
         return result
 
     def new_episode(self) -> None:
-        """Clear what an earlier episode's code left (processes, files) before the next one runs."""
-        if self._sandbox is None or not self._dirty:
-            return
-        try:
-            # every process of the sandbox user except this shell ($$); then, as root, the files
-            self._sandbox.exec('for p in $(pgrep -u "$(id -u)"); do [ "$p" = "$$" ] || kill -9 "$p" '
-                               "2>/dev/null; done; cd /; true", timeout=15)
-            wipe = "find /tmp /var/tmp /dev/shm -mindepth 1 -delete 2>/dev/null; true"
-            if self._home:
-                h = ansi_c_quote(self._home)
-                wipe = f"rm -rf {h} && cp -a {HOME_COPY} {h} && {wipe}"
-            code, out = self._sandbox.run(wipe, timeout=30)
-            if code != 0:
-                raise SandboxError(f"could not clear the last episode's files: {out[-300:]}")
-            self._dirty = False
-        except SandboxError:
-            self.close()  # a broken container is replaced on the next call
-
-    def _copy_home(self) -> None:
-        r = self._sandbox.exec('printf %s "$HOME"', timeout=15)
-        home = r.output.strip() if r.exit_code == 0 else ""
-        if home in ("", "/", "/root", "/tmp") or not home.startswith("/"):
-            return
-        code, out = self._sandbox.run(f"rm -rf {HOME_COPY} && cp -a {ansi_c_quote(home)} {HOME_COPY}", timeout=30)
-        if code != 0:
-            raise SandboxError(f"could not copy {home}: {out[-300:]}")
-        self._home = home
+        """Nothing an earlier episode's code left reaches the next: its container goes (a new one
+        starts on the next call)."""
+        self.close()
 
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
-            self._home = ""
             self._sandbox = None
 
 

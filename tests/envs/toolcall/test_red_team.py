@@ -1,5 +1,6 @@
-"""Red-team attack on the `run_python` tool: one episode's code leaves files for
-the next (answers, a planted module); the next episode must start from a clean home and /tmp."""
+"""Red-team attacks on the `run_python` tool: one episode's code leaves files for the next (answers, a
+planted module, anywhere it can write) or a process that outlives the episode by changing its pid; the
+next episode must start from the image as it is."""
 
 import pytest
 
@@ -22,7 +23,7 @@ def env(env_config, sandbox_config, terminal_image):
 LEAVE = """import os, pathlib
 home = pathlib.Path(os.path.expanduser('~'))
 for p in [home / 'x', home / '.cache' / 'answers.txt', pathlib.Path('/tmp/y'), pathlib.Path('/var/tmp/z'),
-          pathlib.Path('/dev/shm/w')]:
+          pathlib.Path('/dev/shm/w'), pathlib.Path('/app/v')]:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text('the answer is 42')
 print('left', home)"""
@@ -30,7 +31,7 @@ print('left', home)"""
 LOOK = """import os, pathlib
 home = pathlib.Path(os.path.expanduser('~'))
 found = [str(p) for p in [home / 'x', home / '.cache' / 'answers.txt', pathlib.Path('/tmp/y'),
-         pathlib.Path('/var/tmp/z'), pathlib.Path('/dev/shm/w')] if p.exists()]
+         pathlib.Path('/var/tmp/z'), pathlib.Path('/dev/shm/w'), pathlib.Path('/app/v')] if p.exists()]
 print('found', found, sorted(os.listdir(home)))"""
 
 
@@ -44,6 +45,24 @@ def test_the_next_episode_cannot_see_what_the_last_one_left(env):
     env.reset(options={"task_id": TASK})
     after = run(env, LOOK)["output"]
     assert after == before, (before, after)  # a clean home (the image's dotfiles stay) and /tmp
+
+
+# each generation writes the answer, starts the next in a new session (a new pid) and exits: a loop
+# that kills the user's pids it sees can miss the one just born, which writes the file again
+HOP = """import subprocess
+script = 'echo 42 > /dev/shm/hop; sleep 0.05; setsid bash -c "$0" "$0" > /dev/null 2>&1 & exit'
+subprocess.Popen(['setsid', 'bash', '-c', script, script], start_new_session=True)
+print('hopping')"""
+
+
+def test_a_process_that_keeps_changing_its_pid_does_not_reach_the_next_episode(env):
+    env.reset(options={"task_id": TASK})
+    assert "hopping" in run(env, HOP)["output"]
+    look = "import time, os; time.sleep(0.5); print(os.path.exists('/dev/shm/hop'))"
+    assert run(env, look)["output"].strip() == "True"
+    env.reset(options={"task_id": TASK})
+    out = run(env, look)
+    assert out["output"].strip() == "False", out
 
 
 def test_a_memory_bomb_is_reported_as_out_of_memory_not_as_a_timeout(env):
