@@ -32,6 +32,7 @@ class PendingTurn:
     version: int
     tools: list[dict] | None = None
     token: str = ""  # the session's X-Session-Token: its owner's proof (trainers/proxy/sessions.py)
+    shown: str = ""  # the reply as the client got it (before a stop string); "" = the generation's text
 
     def to_dict(self) -> dict:
         return asdict(self)

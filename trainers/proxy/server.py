@@ -1,9 +1,9 @@
 """`mode=proxy`: train any agent simply by talking. An OpenAI-compatible endpoint in front of the
 policy; every live conversation through it becomes training data while it is being served.
 
-  client --POST /v1/chat/completions (X-Session-Id, X-Turn-Type, X-Session-Done)--> proxy --> policy server
-  the session's next main request = the next state of its previous reply (trainers/proxy/sessions.py:
-  one main request at a time, a history that continues it, X-Session-Done with the X-Session-Token)
+  client --POST /v1/chat/completions (headers optional: X-Session-Id, X-Turn-Type, X-Session-Done)--> proxy
+  the conversation's next main request = the next state of its previous reply (trainers/proxy/sessions.py:
+  matched by the reply in its history, one main request at a time, X-Session-Done with the token)
   -> judge thread: votes / hints / teacher logprobs -> samples        (the async loops of mode=async)
   -> trainer: `batch_samples` fresh samples -> PPO update -> weights swapped into the server
      (requests meanwhile get HTTP 503 with Retry-After, as in the paper) -> log line + checkpoint
@@ -18,13 +18,15 @@ stops (0 = until Ctrl-C). The URL is printed and written to `<run_dir>/proxy.jso
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from agents.serving.asgi_guard import Limits
+from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig
 from nextstate.types import Trajectory
 from trainers.async_train import AsyncTrainConfig
@@ -37,6 +39,7 @@ from trainers.proxy.openai_wire import (
     plain_messages,
     refuse_what_cannot_be_honoured,
     shown_so_far,
+    until_stop,
 )
 from trainers.proxy.request import parse_request
 from trainers.proxy.sessions import SessionBook, SessionRefused, turn_type_of
@@ -103,13 +106,17 @@ class Proxy:
     """The endpoint's logic, apart from HTTP: serve a request, record what it completes."""
 
     def __init__(self, policy, gate: Gate, book: SessionBook, sampling: SamplingConfig, model_name: str,
-                 api_key: str = "", *, max_tokens_cap: int | None = None, special_tokens: tuple[str, ...] = ()):
+                 api_key: str = "", *, max_tokens_cap: int | None = None, special_tokens: tuple[str, ...] = (),
+                 prompt_tokens: Callable[[list[dict], list[dict] | None], int] | None = None):
         """`max_tokens_cap` None: the default sampling's max_new_tokens; `special_tokens`: the chat
-        template's, refused in messages and tools (trainers/proxy/request.py)."""
+        template's, refused in messages and tools (trainers/proxy/request.py); `prompt_tokens(messages,
+        tools)`: a request's prompt length in tokens, refused past `sampling.max_prompt_tokens`
+        (None: the policy's tokenizer and chat template)."""
         self.policy, self.gate, self.book, self.sampling, self.model_name = policy, gate, book, sampling, model_name
         self.api_key = api_key
         self.max_tokens_cap = max_tokens_cap
         self.special_tokens = special_tokens
+        self.prompt_tokens = prompt_tokens or (lambda m, t: len(render_prompt_ids(policy.tokenizer, m, t)))
         self.served = 0
         self.recorded = 0
         self._lock = threading.Lock()
@@ -123,8 +130,11 @@ class Proxy:
             req = self._request(body, headers)
         except BadRequest as e:
             return 400, openai_error(str(e)), {}
+        if (too_long := self._too_long(req)) is not None:
+            return 400, too_long, {}
         try:  # the session is busy (one main request at a time) until its reply is recorded
-            token = self.book.admit(req.session, req.turn_type, req.messages, req.done, req.token)
+            session, token = self.book.admit(req.session, req.turn_type, req.messages, req.done, req.token)
+            req = dataclasses.replace(req, session=session)
         except SessionRefused as e:
             return e.status, openai_error(str(e), "conflict" if e.status == 409 else "permission_error"), \
                 {"Retry-After": "1"} if e.status == 409 else {}
@@ -141,6 +151,19 @@ class Proxy:
         finally:
             release()
         return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), out
+
+    def _too_long(self, req: _Request) -> dict | None:
+        """OpenAI's `context_length_exceeded` for a prompt over the budget (clients such as OpenClaw
+        read it and compact their history); never a prompt cut to fit, served or trained on."""
+        budget = self.sampling.max_prompt_tokens
+        n = self.prompt_tokens(req.messages, req.tools)
+        if n <= budget:
+            return None
+        body = openai_error(f"This model's maximum context length is {budget} tokens (model.max_prompt_tokens). "
+                            f"However, your messages resulted in {n} tokens. Please reduce the length of the "
+                            "messages or tools.")
+        body["error"].update(code="context_length_exceeded", param="messages")
+        return body
 
     def _request(self, body: dict, headers) -> _Request:
         req = parse_request(body, self.special_tokens)
@@ -173,7 +196,7 @@ class Proxy:
 
     def _record(self, req: _Request, gen, version: int, token: str | None) -> None:
         done = self.book.record(req.session, req.turn_type, req.messages, gen, version, req.done, tools=req.tools,
-                                token=token or "")
+                                token=token or "", shown=until_stop(gen.text, req.sampling.stop))
         with self._lock:
             self.served += 1
             self.recorded += len(done)

@@ -12,7 +12,7 @@ import requests
 
 from agents.serving.asgi_guard import Limits
 from agents.serving.transformers_policy import SamplingConfig
-from tests.trainers.proxy.test_openai_wire import ScriptedPolicy
+from tests.trainers.proxy.test_openai_wire import ScriptedPolicy, words
 from trainers.gate import Gate
 from trainers.proxy.http import serve
 from trainers.proxy.server import Proxy
@@ -30,7 +30,7 @@ def proxy_at():
 
     def start(policy=None, limits=LIMITS):
         proxy = Proxy(policy or ScriptedPolicy(*["ok"] * 100), Gate(0), SessionBook(),
-                      SamplingConfig(16, 1.0, 1.0, 512), "scripted", api_key=KEY)
+                      SamplingConfig(16, 1.0, 1.0, 512), "scripted", api_key=KEY, prompt_tokens=words)
         servers.append(serve(proxy, "127.0.0.1", 0, limits))
         return proxy, servers[-1].port
 

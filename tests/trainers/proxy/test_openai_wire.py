@@ -29,6 +29,11 @@ def gen(text: str, finish_reason: str = "stop") -> Generation:
                       finish_reason=finish_reason)
 
 
+def words(messages, tools):
+    """A prompt's length for a scripted proxy: one token a word (the real proxy counts the model's tokens)."""
+    return sum(len(m["content"].split()) for m in messages) + (len(json.dumps(tools).split()) if tools else 0)
+
+
 class ScriptedPolicy:
     """Answers with the given replies in order and keeps what it was asked (for the proxy's wire format)."""
 
@@ -128,7 +133,7 @@ def served():
 
     def start(policy, api_key=""):
         proxy = Proxy(policy, Gate(0), SessionBook(), SamplingConfig(16, 1.0, 1.0, 512), model_name="scripted",
-                      api_key=api_key)
+                      api_key=api_key, prompt_tokens=words)
         server = serve(proxy, "127.0.0.1", 0)
         servers.append(server)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="unused",

@@ -14,6 +14,7 @@ import openai
 import pytest
 import requests
 
+from agents.serving.transformers_policy import SamplingConfig
 from nextstate.types import Generation
 from tests.paths import ROOT
 from trainers.gate import Gate
@@ -56,6 +57,37 @@ def test_side_turns_anonymous_requests_and_finished_sessions_do_not_train():
     assert book.record("s", "main", [U("new start")], gen("c"), 0) == []  # a new session under the same id
     with pytest.raises(BadRequest, match="main or side"):
         book.record("s", "aside", [U("q")], gen("a"), 0)
+
+
+def test_a_client_without_headers_is_trained_on_each_conversation_it_holds():
+    """A stock OpenAI client (OpenClaw, an SDK) sends no X-Session-Id: each request is matched to the
+    conversation whose waiting reply its history carries; two conversations interleaved stay apart."""
+    from tests.trainers.proxy.test_openai_wire import ScriptedPolicy, words
+
+    proxy = Proxy(ScriptedPolicy("4", "Paris", "yes, 4", "the capital"), Gate(0), SessionBook(),
+                  SamplingConfig(16, 1.0, 1.0, 512), "scripted", prompt_tokens=words)
+    chat = lambda msgs: proxy.chat({"messages": msgs}, {})  # noqa: E731
+    assert chat([U("2+2?")])[0] == chat([U("capital of France?")])[0] == 200
+    assert chat([U("2+2?"), A("4"), U("sure?")])[0] == 200
+    assert chat([U("capital of France?"), A("Paris"), U("and of Italy?")])[0] == 200
+    steps = [proxy.book.steps.get_nowait() for _ in range(2)]
+    assert [(s.step.action_text, s.step.next_state.text) for s in steps] == [("4", "sure?"), ("Paris", "and of Italy?")]
+    assert steps[0].session != steps[1].session and proxy.book.open_sessions == 2
+
+
+def test_a_message_the_client_inserted_for_one_turn_may_be_missing_from_the_next():
+    """OpenClaw adds a context block after the user's message and leaves it out of the history it
+    replays: the reply still pairs. A tool call echoed back re-encoded (no id, other JSON spacing) too."""
+    book = SessionBook()
+    call = '<tool_call>\n{"name": "pick_fruit", "arguments": {"kind": "red"}}\n</tool_call>'
+    book.record("s", "main", [U("pick one"), U("[context: today is Monday]")], gen(call), 0)
+    echoed = A('<tool_call>{"name":"pick_fruit","arguments":{"kind":"red"}}</tool_call>')
+    (_, step), = book.record("s", "main", [U("pick one"), echoed, {"role": "tool", "content": "apple"}],
+                             gen("An apple."), 0)
+    assert step.action_text == call and step.next_state.kind == "tool" and step.next_state.text == "apple"
+    assert book.record("s", "main", [U("pick one"), echoed, {"role": "tool", "content": "apple"},
+                                     A("A pear."), U("why?")], gen("x"), 0) == []  # a rewritten reply: not paired
+    assert book.unanswered == 1
 
 
 def test_tool_results_are_a_tool_next_state_and_old_sessions_are_forgotten():
