@@ -92,6 +92,9 @@ class Guard:
         if self._expected and not hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
             raise _Refused(401, "a valid API key is needed: send `Authorization: Bearer <key>`", "invalid_api_key")
         length = headers.get(b"content-length")
+        if length is not None and b"transfer-encoding" in headers:  # behind a proxy that frames by length: smuggling
+            raise _Refused(400, "a request with both Content-Length and Transfer-Encoding is ambiguous (RFC 9112, "
+                                "6.1); it is refused and the connection closed", "invalid_request_error")
         if length is not None and int(length) > self.limits.max_body_bytes:  # h11 has checked it is digits
             raise _Refused(413, f"the body is {int(length)} bytes; this server takes at most "
                                 f"{self.limits.max_body_bytes}", "request_too_large")

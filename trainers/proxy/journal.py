@@ -72,8 +72,8 @@ class SessionJournal:
 
     def step(self, s: JournaledStep) -> None:
         record = {"step": s.no, "session": s.session, "version": s.version, "tools": s.tools, "data": s.step.to_dict()}
+        append_jsonl(self.path, record)  # (first: a write the disk refused leaves nothing half-noted)
         self._steps.append(record)
-        append_jsonl(self.path, record)
 
     def end(self, session: str) -> None:
         """The session's waiting reply will get no next state (forgotten, or the session is done)."""

@@ -4,11 +4,12 @@ checkpointed, and the journal compacted after it. `mode.iterations` updates, the
 (0 = until Ctrl-C)."""
 from __future__ import annotations
 
+import os
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from agents.serving.asgi_server import listening_socket
 from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
@@ -32,9 +33,19 @@ def _check_signal(tr: Training) -> None:
                          "compare; use signal.baseline=none (+experiment=personal_proxy)")
 
 
+def _keep_the_key_from_children(cfg: DictConfig, tc: ProxyConfig) -> None:
+    """The proxy's key, read from NEXTSTATE_PROXY_API_KEY, is kept in the config the endpoint actor
+    gets, and the variable leaves this process's environment before the policy server and Ray start:
+    no child process (a model server, a Ray worker running any task) inherits it."""
+    with open_dict(cfg):
+        cfg.mode.api_key = tc.api_key
+    os.environ.pop("NEXTSTATE_PROXY_API_KEY", None)
+
+
 def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
     (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
     tc = typed(cfg.mode, ProxyConfig)
+    _keep_the_key_from_children(cfg, tc)
     try:  # tried before the servers start: a taken port fails at once (the endpoint actor binds it)
         listening_socket(tc.host, tc.port, 1).close()
     except OSError as e:

@@ -148,6 +148,9 @@ class Proxy:
             gen = self.policy.generate([req.messages], tools=req.tools, sampling=req.sampling,
                                        seeds=None if req.seed is None else [req.seed], session=req.session)[0]
             self._record(req, gen, version, token)
+        except OSError as e:  # the journal's disk: the reply is not served, so nothing is lost
+            return 507, openai_error(f"the proxy cannot record this conversation ({e}); free space in its run "
+                                     "dir and send the request again", "insufficient_storage"), {}
         finally:
             release()
         return 200, completion(gen, self.model_name, parse_tool_calls=req.parse_tools, stop=req.sampling.stop), out

@@ -191,23 +191,25 @@ class SessionBook:
         if session_id is None or turn_type == "side":
             return []
         out = []
-        with self._lock:
-            prev = self._forget(session_id)
+        with self._lock:  # each change is journaled first, then made: a write the disk refuses
+            prev = self._pending.get(session_id)  # (OSError, to the caller) changes nothing after it
             at = reply_at(prev, messages) if prev is not None else None
             if prev is not None and at is None:  # a new conversation: the waiting reply has no next state
-                self.unanswered += 1
-                self._turns.pop(session_id, None)
                 if self.journal is not None:
                     self.journal.end(session_id)
+                self._forget(session_id)
+                self.unanswered += 1
+                self._turns.pop(session_id, None)
             elif prev is not None:
                 token = prev.token
                 g = prev.generation
                 step = Step(prev.index, prev.messages, g.text, next_state_of(messages, at), list(g.token_ids),
                             list(g.logprobs), list(g.prompt_token_ids))
                 done_step = JournaledStep(self.next_no, session_id, prev.version, step, prev.tools)
-                self.next_no += 1
                 if self.journal is not None:
                     self.journal.step(done_step)
+                self._forget(session_id)
+                self.next_no += 1
                 self.steps.put(done_step)
                 out.append((prev.version, step))
             index = self._turns.get(session_id, 0)
@@ -215,21 +217,21 @@ class SessionBook:
                 self.unanswered += 1
                 self._turns.pop(session_id, None)
                 return out
-            if tools:
-                self.tools[session_id] = tools
-            self._turns[session_id] = index + 1
             turn = PendingTurn(index, messages, generation, version, tools, token, shown)
             if self.journal is not None:
                 self.journal.pending(session_id, turn)
+            if tools:
+                self.tools[session_id] = tools
+            self._turns[session_id] = index + 1
             self._pending[session_id] = turn
             self._by_reply[reply_key(shown or generation.text)] = session_id
             while len(self._pending) > self.max_sessions:
                 old = next(iter(self._pending))
+                if self.journal is not None:
+                    self.journal.end(old)
                 self._forget(old)
                 self._turns.pop(old, None)
                 self.unanswered += 1
-                if self.journal is not None:
-                    self.journal.end(old)
         return out
 
     def _forget(self, session_id: str) -> PendingTurn | None:

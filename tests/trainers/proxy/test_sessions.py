@@ -126,14 +126,14 @@ def test_proxy_refuses_bad_requests_and_answers_503_while_weights_are_swapped():
 
 
 @contextlib.contextmanager
-def _running_proxy(tmp_path, *extra):
-    """A proxy run in `tmp_path / "proxy"` (one update of 2 samples), and its URL once it serves;
-    killed on the way out if still running."""
+def _running_proxy(tmp_path, *extra, env: dict | None = None):
+    """A proxy run in `tmp_path / "proxy"` (one update of 2 samples, `env` added to its environment),
+    and its URL once it serves; killed on the way out if still running."""
     run_dir = tmp_path / "proxy"
     args = [sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state", "mode.teacher=policy",
             "mode.port=0", "mode.batch_samples=2", "mode.iterations=1", "model.max_new_tokens=8", "progress=false",
             f"hydra.run.dir={run_dir}", *extra]
-    proc = subprocess.Popen(args, cwd=ROOT, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path)),
+    proc = subprocess.Popen(args, cwd=ROOT, env=dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path), **(env or {})),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 300
