@@ -25,6 +25,7 @@ class UpdateConfig:
     lr_schedule: str = "constant"  # constant | linear | cosine (trainers/lr_schedule.py)
     lr_min_ratio: float = 0.1      # a decaying rate ends at lr * lr_min_ratio
     term_grad_norms: bool = False  # log each loss term's gradient norm (one extra backward per term)
+    micro_batch_tokens: int = 0    # > 0: a minibatch's forward/backward in parts of at most this many tokens
 
 
 def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tensor:
@@ -132,6 +133,46 @@ def backward_by_term(terms: dict[str, torch.Tensor], params: list[torch.Tensor])
     return norms
 
 
+def micro_batches(samples: list[Sample], max_tokens: int) -> list[list[Sample]]:
+    """`samples` in parts whose padded rows hold at most `max_tokens` tokens (one part when 0). The
+    steps of one episode stay together, so that each part still reads them from one row
+    (`shared_rows`); a row longer than the budget is a part of its own."""
+    if max_tokens <= 0 or not samples:
+        return [samples]
+    seqs = [s.prompt_ids + s.response_ids for s in samples]
+    host = shared_rows(seqs)
+    groups: dict[int, list[int]] = {}
+    for i, h in enumerate(host):
+        groups.setdefault(h, []).append(i)
+    parts, part, width = [], [], 0
+    for h in sorted(groups, key=lambda r: -len(seqs[r])):  # longest first: padding stays small
+        new_width = max(width, len(seqs[h]))
+        rows = sum(1 for i in part if host[i] == i) + 1
+        if part and new_width * rows > max_tokens:
+            parts.append(part)
+            part, new_width = [], len(seqs[h])
+        part = part + groups[h]
+        width = new_width
+    parts.append(part)
+    return [[samples[i] for i in sorted(p)] for p in parts]
+
+
+def _losses(model, mb: list[Sample], cfg: UpdateConfig, device) -> tuple[dict[str, torch.Tensor], dict]:
+    """The loss terms of one forward pass over `mb`: PPO's clipped surrogate, top-K OPD, k3 KL."""
+    topk = any(s.teacher_top for s in mb)
+    lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk, share_prefixes=True)
+    T = lp.shape[1]
+    old = _pad([s.old_logprobs for s in mb], T).to(device)
+    adv = _pad([s.advantages for s in mb], T).to(device)
+    pg_loss, pg = ppo_clipped_loss(lp, old, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
+    opd_kl = topk_opd_loss(logp[0], mb, mask) if topk else torch.zeros(())
+    kl = torch.zeros(())
+    if cfg.kl_coef > 0:
+        ref = _pad([s.ref_logprobs or s.old_logprobs for s in mb], T).to(device)
+        kl = k3_kl(lp, ref, mask)
+    return {"pg": pg_loss, "opd_topk": opd_kl, "kl": kl}, pg
+
+
 def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
                generator: torch.Generator | None = None, lr: float | None = None) -> dict:
     """`epochs` passes over the samples in shuffled minibatches; one optimizer step per minibatch, at
@@ -153,39 +194,37 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
         order = torch.randperm(len(samples), generator=generator).tolist()
         for start in range(0, len(order), cfg.minibatch_size):
             mb = [samples[i] for i in order[start: start + cfg.minibatch_size]]
-            topk = any(s.teacher_top for s in mb)
-            lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk, share_prefixes=True)
-            T = lp.shape[1]
-            old = _pad([s.old_logprobs for s in mb], T).to(device)
-            adv = _pad([s.advantages for s in mb], T).to(device)
-            pg_loss, pg = ppo_clipped_loss(lp, old, adv, mask, eps_low=cfg.eps_low, eps_high=cfg.eps_high)
-            loss = pg_loss
-            opd_kl = topk_opd_loss(logp[0], mb, mask) if topk else torch.zeros(())
-            loss = loss + opd_kl
-            kl = torch.zeros(())
-            if cfg.kl_coef > 0:
-                ref = _pad([s.ref_logprobs or s.old_logprobs for s in mb], T).to(device)
-                kl = k3_kl(lp, ref, mask)
-                loss = loss + cfg.kl_coef * kl
             optimizer.zero_grad(set_to_none=True)
             params = [p for p in model.parameters() if p.requires_grad]
-            if cfg.term_grad_norms:
-                terms = {"pg": pg_loss, "opd_topk": opd_kl, "kl": cfg.kl_coef * kl}
-                for name, norm in backward_by_term(terms, params).items():
-                    stats[f"grad_norm_{name}"] = stats.get(f"grad_norm_{name}", 0.0) + norm
-            else:
-                loss.backward()
+            parts = micro_batches(mb, 0 if cfg.term_grad_norms else cfg.micro_batch_tokens)
+            n_tokens = sum(len(s.response_ids) for s in mb)
+            mb_stats = {k: 0.0 for k in ("loss", "pg_loss", "kl", "opd_topk_kl", "clip_fraction", "approx_kl")}
+            for part in parts:
+                # every loss is a mean over samples: a part weighs its share of them, and the parts'
+                # gradients add up to the minibatch's own
+                w = len(part) / len(mb)
+                terms, pg = _losses(model, part, cfg, device)
+                loss = terms["pg"] + terms["opd_topk"] + cfg.kl_coef * terms["kl"]
+                if cfg.term_grad_norms:  # (one part: the whole minibatch)
+                    weighted = {"pg": terms["pg"], "opd_topk": terms["opd_topk"], "kl": cfg.kl_coef * terms["kl"]}
+                    for name, norm in backward_by_term(weighted, params).items():
+                        stats[f"grad_norm_{name}"] = stats.get(f"grad_norm_{name}", 0.0) + norm
+                else:
+                    (w * loss).backward()
+                tw = sum(len(s.response_ids) for s in part) / max(1, n_tokens)  # token-weighted, as one pass
+                mb_stats["loss"] += w * float(loss.detach())
+                mb_stats["pg_loss"] += w * float(terms["pg"].detach())
+                mb_stats["kl"] += w * float(terms["kl"].detach())
+                mb_stats["opd_topk_kl"] += w * float(terms["opd_topk"].detach())
+                mb_stats["clip_fraction"] += tw * float(pg["clip_fraction"])
+                mb_stats["approx_kl"] += tw * float(pg["approx_kl"])
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
-            stats["loss"] += float(loss.detach())
-            stats["pg_loss"] += float(pg_loss.detach())
-            stats["kl"] += float(kl.detach())
-            stats["opd_topk_kl"] += float(opd_kl.detach())
-            stats["clip_fraction"] += float(pg["clip_fraction"])
-            stats["approx_kl"] += float(pg["approx_kl"])
+            for k, v in mb_stats.items():
+                stats[k] += v
             stats["grad_norm"] += float(grad_norm)
             stats["updates"] += 1
-            epoch_sum, epoch_n = epoch_sum + float(loss.detach()), epoch_n + 1
+            epoch_sum, epoch_n = epoch_sum + mb_stats["loss"], epoch_n + 1
         epoch_losses.append(epoch_sum / max(1, epoch_n))
     n = max(1, stats["updates"])
     out = {k: (v / n if k != "updates" else v) for k, v in stats.items()}

@@ -60,6 +60,55 @@ def test_ppo_update_changes_every_trained_parameter(cfg):
     assert not unchanged, f"parameters not trained: {unchanged[:5]}"
 
 
+def test_micro_batches_keep_an_episodes_steps_together_within_the_token_budget():
+    from trainers.update import micro_batches
+
+    def sample(prompt, response):
+        return Sample(prompt, response, [0.0] * len(response), [1.0] * len(response))
+
+    step0 = sample([1, 2], [3])  # an episode's first step is the start of its second step's row
+    step1 = sample([1, 2, 3, 4], [5, 6])
+    other = sample([9, 9, 9], [8])
+    long = sample(list(range(10, 30)), [7, 7])
+    parts = micro_batches([step0, other, step1, long], max_tokens=12)
+    assert parts == [[long], [step0, other, step1]]  # 22 tokens alone; then 2 rows of 6 = 12
+    assert micro_batches([step0, other], 0) == [[step0, other]]
+
+
+@pytest.mark.model
+def test_an_update_in_micro_batches_moves_the_weights_as_one_pass_does(cfg):
+    """Gradient accumulation over parts weighted by their share of samples is the minibatch's own
+    gradient: the same weights after the step, to float rounding."""
+    from transformers import AutoModelForCausalLM
+
+    from agents.factory import model_path
+    from nextstate.config import ModelConfig, typed
+    from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
+
+    path = model_path(typed(cfg.model, ModelConfig), cfg.paths.cache_dir)
+    samples = [Sample([1, 2, 3, 4], [5, 6, 7], [], [1.0, 0.5, 1.0]),
+               Sample([1, 2, 3, 4, 5, 6, 7, 11], [12, 13], [], [-1.0, -1.0]),
+               Sample([1, 9, 3], [8, 6], [], [0.5, 0.5])]
+    with torch.no_grad():  # sampled by these very weights: ratio 1, so every token's gradient counts
+        lp, mask = sequence_logprobs(AutoModelForCausalLM.from_pretrained(path), samples)
+    for i, s in enumerate(samples):
+        s.old_logprobs = lp[i, :len(s.response_ids)].tolist()
+    weights, logs = [], []
+    before = {k: v.detach().clone() for k, v in AutoModelForCausalLM.from_pretrained(path).named_parameters()}
+    for micro in (0, 8):
+        model = AutoModelForCausalLM.from_pretrained(path)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        logs.append(ppo_update(model, opt, samples, UpdateConfig(1e-2, 0.0, 1e9, 1, 3, 0.2, 0.28, 0.0, 1.0,
+                                                                  micro_batch_tokens=micro)))
+        weights.append({k: v.detach().clone() for k, v in model.named_parameters()})
+    assert logs[0]["loss"] == pytest.approx(-(2.5 / 3 - 1 + 0.5) / 3, abs=1e-5)  # -(mean of sample means)
+    assert logs[1]["loss"] == pytest.approx(logs[0]["loss"], abs=1e-4)  # (a row alone vs padded: float noise)
+    assert logs[0]["grad_norm"] > 1 and logs[1]["grad_norm"] == pytest.approx(logs[0]["grad_norm"], rel=1e-4)
+    moved = max(float((w - weights[0][k]).abs().max()) for k, w in before.items())
+    worst = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])
+    assert worst < 1e-4 * moved
+
+
 TRAIN = ["mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1", "split=all", "parallel=1",
          "mode.tasks_per_iter=2", "mode.group_size=2", "mode.eval_limit=1", "mode.lr=1e-4", "env.max_steps=1",
          "model.max_new_tokens=12"]
