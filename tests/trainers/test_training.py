@@ -127,6 +127,7 @@ def _train(harness_run, tmp_path, *extra, name="run"):
 @pytest.mark.model
 @pytest.mark.docker
 @pytest.mark.timeout(1800)  # three short training runs; minutes on a busy 2-core machine
+@pytest.mark.slow  # ~2-3 min
 def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_path, cfg, harness_run):
     straight = _train(harness_run, tmp_path, "mode.iterations=2", name="straight")
     _, rows = read_rows(tmp_path / "leaderboard.csv")
@@ -193,6 +194,7 @@ def _async_args(tmp_path, *extra, name="async"):
 
 @pytest.mark.model
 @pytest.mark.timeout(1800)  # two short runs with the real model; no Docker (the chat env)
+@pytest.mark.slow  # ~2 min
 def test_async_mode_killed_after_an_update_resumes_and_trains_on_fresh_samples(tmp_path, cfg, harness_run):
     from nextstate.atomic import read_jsonl
 

@@ -72,6 +72,7 @@ def _same(a, b):
 
 
 @pytest.mark.model
+@pytest.mark.slow  # ~2 min: many generations each way
 def test_generation_with_the_cache_equals_generation_without_it(policy):
     tok = policy.tokenizer
     shared = tok.encode("You are a careful assistant who answers in one short sentence. " * 6)

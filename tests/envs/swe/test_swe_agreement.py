@@ -44,6 +44,7 @@ def _unappliable(task) -> str:
             f"+++ b/{pkg}/missing.py\n@@ -1 +1 @@\n-a\n+b\n")
 
 
+@pytest.mark.slow  # ~1.5 min: every instance graded twice, by swebench's harness and by ours
 def test_same_verdicts_as_swebench_harness(tmp_path, env_config, sandbox_config, docker):
     tasks = [t for t in load_swe_suite(INSTANCES) if t.task_id in IDS]
     env = SWEEnv(env_config("swe"), sandbox_config, tasks=tasks, run_id="pytest-swe-agree")

@@ -200,6 +200,7 @@ def test_proxy_serves_openai_clients_and_trains_on_their_sessions(tmp_path):
 
 @pytest.mark.model
 @pytest.mark.timeout(900)
+@pytest.mark.slow  # ~1.5 min: two proxy runs
 def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp_path):
     from nextstate.atomic import read_jsonl
 
