@@ -87,10 +87,8 @@ def _link_targets(sb, closure: Closure) -> list[str]:
 def record(env, task: Task) -> Closure:
     """Run `task`'s reference solution, then its verifier under the tracer, in a fresh container
     of its image; the closure is what the verifier touched, less what the solution changed."""
-    from envs.terminal.env import TerminalEnv
-
-    tracer = TerminalEnv(dataclasses.replace(env.config, grader_closure=False), env.sandbox_config,
-                         tasks=[task], run_id=env.run_id)
+    tracer = type(env)(dataclasses.replace(env.config, grader_closure=False), env.sandbox_config,
+                       tasks=[task], run_id=env.run_id)  # (its class: this module is below envs.terminal.env)
     tracer.trace_verifier = True
     try:
         _, info = tracer.reset(options={"task_id": task.task_id})

@@ -103,10 +103,12 @@ def test_an_update_in_micro_batches_moves_the_weights_as_one_pass_does(cfg):
         weights.append({k: v.detach().clone() for k, v in model.named_parameters()})
     assert logs[0]["loss"] == pytest.approx(-(2.5 / 3 - 1 + 0.5) / 3, abs=1e-5)  # -(mean of sample means)
     assert logs[1]["loss"] == pytest.approx(logs[0]["loss"], abs=1e-4)  # (a row alone vs padded: float noise)
-    assert logs[0]["grad_norm"] > 1 and logs[1]["grad_norm"] == pytest.approx(logs[0]["grad_norm"], rel=1e-4)
+    # a part alone is computed without the others' padding: float noise of ~1e-4 (a part weighted by
+    # tokens instead of samples, or left unweighted, is off by tens of percent)
+    assert logs[0]["grad_norm"] > 1 and logs[1]["grad_norm"] == pytest.approx(logs[0]["grad_norm"], rel=5e-3)
     moved = max(float((w - weights[0][k]).abs().max()) for k, w in before.items())
     worst = max(float((weights[0][k] - weights[1][k]).abs().max()) for k in weights[0])
-    assert worst < 1e-4 * moved
+    assert worst < 5e-3 * moved
 
 
 TRAIN = ["mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "seed=1", "split=all", "parallel=1",
