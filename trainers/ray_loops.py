@@ -13,11 +13,13 @@ driver only schedules (no threads): none of the loops waits for another's round 
 Rollouts run about one batch ahead of training: a worker gets a new group only while the samples
 waiting, plus those the groups under way are expected to give, are fewer than `batch_size`.
 
-Faults: an actor that dies (its node is lost, it is killed) is restarted by Ray, on any node with
-the resources it asks for. A rollout group or a judging it had in flight is re-queued (the same
-group number, so no sample is trained twice and none is lost); a trainer restarts from its last
-checkpoint and redoes the update under way. An exception raised by a role's own code is the run's
-error: it stops every loop and is raised by `run`.
+Faults: an actor that dies (its node is lost, it is killed, Ray's memory monitor kills it) is
+restarted by Ray, on any node with the resources it asks for. A rollout group or a judging it had in
+flight is re-queued (the same group number, so no sample is trained twice and none is lost); a
+trainer restarts from its last checkpoint and redoes the update under way. `max_restarts` bounds an
+actor's deaths in a row (work it never finishes, such as a batch that never fits in memory), not
+over the run: a run of days outlives a kill now and then. An exception raised by a role's own code
+is the run's error: it stops every loop and is raised by `run`.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import (ActorUnavailableError, GetTimeoutError, NodeDiedError, OutOfMemoryError, RayActorError,
+                            RayTaskError, WorkerCrashedError)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from trainers.gate import GateActor, RemoteGate
@@ -99,6 +102,10 @@ class RoleActor:
 
 DIED = object()  # what `RayLoops._result` gives for a call whose actor died
 
+# How a call fails when its actor's process is gone: Ray says RayActorError, or, for the call that
+# was running, why the process went (memory monitor, a crash, its node)
+ACTOR_GONE = (RayActorError, OutOfMemoryError, WorkerCrashedError, NodeDiedError)
+
 
 def _cause(e: RayTaskError) -> BaseException:
     """The role's own exception (an instance of its class, with Ray's traceback in its message)."""
@@ -123,7 +130,9 @@ class RayLoops:
         self.groups_started = next_group
         self.report_every_s = report_every_s  # while the trainer waits that long, say why (stderr)
         self.restarts = {"rollout": 0, "judge": 0, "trainer": 0}
-        self._down: set[str] = set()  # actors seen dead and not yet seen working again
+        self._deaths: dict[str, int] = {}  # per actor: deaths counted so far
+        self._in_a_row: dict[str, int] = {}  # per actor: deaths since its last finished call
+        self._call_epoch: dict = {}  # ref -> its actor's death count when the call was made
         self.gate_actor = self.trainer = None
         self.rollout_options = rollout_options or {}  # more Ray actor options for rollout workers
         self.held_s = 0.0  # rollout time held at the gate during weight swaps (summed over workers)
@@ -135,8 +144,8 @@ class RayLoops:
 
     # -- actors ---------------------------------------------------------------------------------
     def _actor(self, build, **options):
-        cls = ray.remote(RoleActor).options(num_cpus=0, max_restarts=self.placement.max_restarts,
-                                            max_task_retries=0, **options)
+        # Ray restarts it whenever it dies; the budget is ours (`_restarted`), in deaths in a row
+        cls = ray.remote(RoleActor).options(num_cpus=0, max_restarts=-1, max_task_retries=0, **options)
         return cls.remote(build)
 
     def _start(self) -> None:
@@ -168,20 +177,54 @@ class RayLoops:
         for a in [*everyone, self.gate_actor]:
             ray.kill(a)
 
-    def _restarted(self, role: str, actor, e: BaseException) -> None:
-        """Count an actor's death (its work is then redone); one still restarting is waited for."""
+    def _call(self, actor, method: str, *args):
+        """`actor.call(method, *args)`, remembering which of the actor's lives it was made in."""
+        ref = actor.call.remote(method, *args)
+        self._call_epoch[ref] = self._deaths.get(actor._actor_id.hex(), 0)
+        return ref
+
+    def _restarted(self, role: str, actor, ref, e: BaseException) -> None:
+        """Count an actor's death (its work is then redone). A call made before a death already
+        counted fails with it and is not another death; past `max_restarts` deaths in a row (no call
+        finished in between) the run stops."""
         if getattr(e, "actor_init_failed", False):  # its role could not be built: no restart will help
             raise RuntimeError(f"a {role} actor could not start: {str(e).strip().splitlines()[-1]}") from e
         key = actor._actor_id.hex()
-        if key in self._down:  # counted when it was first seen; Ray is restarting it
-            time.sleep(0.2)
+        if self._call_epoch.pop(ref, 0) < self._deaths.get(key, 0):
+            time.sleep(0.05)  # the same death, seen by another call of that life
             return
-        self._down.add(key)
+        self._deaths[key] = self._deaths.get(key, 0) + 1
+        self._in_a_row[key] = self._in_a_row.get(key, 0) + 1
         self.restarts[role] += 1
-        if self.restarts[role] > self.placement.max_restarts * max(self.workers, self.judges):
-            raise RuntimeError(f"{role} actors died {self.restarts[role]} times; last: {e}") from e
-        print(f"[ray] a {role} actor died ({type(e).__name__}); Ray restarts it and its work is redone",
+        why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        if self._in_a_row[key] > self.placement.max_restarts:
+            hint = (" (killed for memory: lower mode.micro_batch_tokens or mode.minibatch_size)"
+                    if isinstance(e, OutOfMemoryError) or "memory" in str(e).lower() else
+                    " (if it was killed for memory: lower mode.micro_batch_tokens or mode.minibatch_size)")
+            raise RuntimeError(f"a {role} actor died {self._in_a_row[key]} times in a row on the same work, "
+                               f"past ray.max_restarts={self.placement.max_restarts}{hint}; last: {why}") from e
+        print(f"[ray] a {role} actor died ({why}); Ray restarts it and its work is redone",
               file=sys.stderr, flush=True)
+        self._await_restart(role, actor)
+
+    def _await_restart(self, role: str, actor, within_s: float = 600.0) -> None:
+        """Wait for a dead actor's next life: a call made while it restarts fails without running,
+        and must not count as another death."""
+        deadline = time.monotonic() + within_s
+        while True:
+            try:
+                ray.get(actor.__ray_ready__.remote(), timeout=30)
+                return
+            except (ActorUnavailableError, GetTimeoutError):
+                pass
+            except RayActorError as e:
+                if getattr(e, "actor_init_failed", False):
+                    raise RuntimeError(f"a {role} actor could not start again: "
+                                       f"{str(e).strip().splitlines()[-1]}") from e
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"a {role} actor did not come back within {within_s:.0f} s of dying "
+                                   "(no node with the resources it needs?)")
+            time.sleep(0.2)
 
     # -- scheduling -----------------------------------------------------------------------------
     def _take_group(self) -> int:
@@ -205,17 +248,18 @@ class RayLoops:
         caller redoes the work). The role's own exception is the run's."""
         try:
             value = ray.get(ref)
-        except RayActorError as e:
-            self._restarted(role, actor, e)
-            return DIED
         except RayTaskError as e:
             raise _cause(e) from None
-        self._down.discard(actor._actor_id.hex())
+        except ACTOR_GONE as e:
+            self._restarted(role, actor, ref, e)
+            return DIED
+        self._call_epoch.pop(ref, None)
+        self._in_a_row[actor._actor_id.hex()] = 0
         return value
 
     def _start_update(self, batch: list[Tagged]) -> dict:
         """The trainer's update of `batch` under way (rollouts go on): what the loop follows it by."""
-        return {"ref": self.trainer.call.remote("update", [t.item for t in batch], self.version + 1),
+        return {"ref": self._call(self.trainer, "update", [t.item for t in batch], self.version + 1),
                 "stage": "update", "batch": batch, "t": time.monotonic()}
 
     def _advance(self, training: dict) -> tuple[dict, float, float] | None:
@@ -231,7 +275,7 @@ class RayLoops:
         now = time.monotonic()
         if training["stage"] == "update":
             ray.get(self.gate_actor.pause.remote())
-            training.update(ref=self.trainer.call.remote("publish"), stage="publish", stats=out,
+            training.update(ref=self._call(self.trainer, "publish"), stage="publish", stats=out,
                             update_s=now - training["t"], t=now)
             return None
         self.version += 1
@@ -240,10 +284,8 @@ class RayLoops:
 
     def save(self, state: dict) -> None:
         """The trainer's checkpoint with the run's `state` (call from `on_update`)."""
-        try:
-            ray.get(self.trainer.call.remote("save", state))
-        except RayActorError as e:  # it restarts from the previous checkpoint: the next update redoes this one
-            self._restarted("trainer", self.trainer, e)
+        # a trainer that dies here restarts from the previous checkpoint: the next update redoes this one
+        self._result(self._call(self.trainer, "save", state), "trainer", self.trainer)
 
     def run(self, updates: int, on_update: Callable[[UpdateReport], None] | None = None,
             on_judged: Callable[[Tagged, Any], None] | None = None) -> list[UpdateReport]:
@@ -277,10 +319,10 @@ class RayLoops:
                     n = self._take_group()
                     self._under_way += 1
                 w = idle_workers.pop(0)
-                rolling[w.call.remote("produce", n, self.gate)] = (w, n)
+                rolling[self._call(w, "produce", n, self.gate)] = (w, n)
             while idle_judges and to_judge:
                 j, t = idle_judges.pop(0), to_judge.popleft()
-                judging[j.call.remote("judge", t.group_no, t.item)] = (j, t)
+                judging[self._call(j, "judge", t.group_no, t.item)] = (j, t)
             if training is None and len(pending) >= self.batch_size:
                 wait_s += time.monotonic() - t0
                 batch, pending = pending[: self.batch_size], pending[self.batch_size:]

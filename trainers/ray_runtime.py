@@ -26,10 +26,20 @@ class RayConfig:
                          self.max_restarts)
 
 
+def loopback_ray() -> None:
+    """A Ray started here binds and connects on 127.0.0.1 (its default is this machine's interface
+    address). Ray's own switch for one-machine use, read by `ray_constants` at import: set for this
+    process and, through the environment, for the Ray processes it starts."""
+    from ray._private import ray_constants
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 @contextmanager
 def ray_session(cfg: RayConfig):
-    """Ray for the duration of a run: joined or started (and then shut down) here; one already
-    initialized in this process (tests) is used as it is."""
+    """Ray for the duration of a run: joined or started (and then shut down) here, a started one on
+    loopback only; one already initialized in this process (tests) is used as it is."""
     import ray
 
     if ray.is_initialized():
@@ -42,6 +52,7 @@ def ray_session(cfg: RayConfig):
     if cfg.address:
         ray.init(address=cfg.address, runtime_env=runtime_env, log_to_driver=True)
     else:
+        loopback_ray()
         ray.init(address="local", resources={r: 1000 for r in cfg.local_resources}, include_dashboard=False,
                  runtime_env=runtime_env, log_to_driver=True, configure_logging=False)
     for sig, handler in handlers.items():  # Ray's own would abort on SIGTERM: the run must stop cleanly

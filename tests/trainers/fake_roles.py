@@ -68,3 +68,43 @@ class Trainer:
     def save(self, state):
         if self.checkpoint:
             self.checkpoint.write_text(json.dumps({"weights": self.weights, **state}))
+
+
+class MemoryHogTrainer(Trainer):
+    """A trainer whose update `hog_at` grows its memory (touched pages, a little at a time) until
+    something kills it, the first time only (a marker file says it was tried): Ray's memory monitor
+    stands in for a batch that does not fit."""
+
+    def __init__(self, *args, hog_at: int, hog_gb: float, marker: str, **kw):
+        super().__init__(*args, **kw)
+        self.hog_at, self.hog_gb, self.marker = hog_at, hog_gb, Path(marker)
+
+    def update(self, samples, version):
+        if version == self.hog_at and not self.marker.exists():
+            self.marker.write_text("hogging")
+            held = []
+            for _ in range(int(self.hog_gb * 8)):
+                held.append(bytearray(128 << 20))  # zero-filled: every page touched
+                time.sleep(0.05)
+            time.sleep(30)  # never reached where the monitor works: the test fails on the restarts count
+        return super().update(samples, version)
+
+
+class DyingTrainer(Trainer):
+    """A trainer killed (SIGKILL, as Ray's memory monitor kills) at the start of the updates in
+    `die_at`, `times` times each: a marker file per attempt survives the restart."""
+
+    def __init__(self, *args, die_at: tuple[int, ...], times: int, markers: str, **kw):
+        super().__init__(*args, **kw)
+        self.die_at, self.times, self.markers = set(die_at), times, Path(markers)
+
+    def update(self, samples, version):
+        if version in self.die_at:
+            tried = len(list(self.markers.glob(f"v{version}-*")))
+            if tried < self.times:
+                (self.markers / f"v{version}-{tried}").touch()
+                import os
+                import signal
+
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().update(samples, version)

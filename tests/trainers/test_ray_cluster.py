@@ -13,7 +13,9 @@ from ray.exceptions import ActorUnavailableError
 
 from tests.paths import ROOT
 from tests.trainers import fake_roles
+from tests.trainers.test_ray_loops import LOOPBACK, ray_addresses
 from trainers.ray_loops import Placement, RayLoops, Roles
+from trainers.ray_runtime import loopback_ray
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -22,6 +24,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 def cluster():
     if ray.is_initialized():
         ray.shutdown()
+    loopback_ray()
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     nodes = [c.add_node(num_cpus=1, resources={"docker": 4}) for _ in range(2)]
     c.wait_for_nodes()
@@ -67,6 +70,7 @@ def test_rollout_workers_land_on_both_nodes(cluster, tmp_path):
     reports = loops.run(updates=2, on_update=on_update)
     assert set(seen) == {n.node_id for n in nodes}  # spread, and only where the docker resource is
     _trained_once(reports)
+    assert ray_addresses() <= LOOPBACK  # three nodes, one machine: nothing leaves loopback
 
 
 def test_a_node_lost_mid_run_costs_no_sample(cluster, tmp_path):

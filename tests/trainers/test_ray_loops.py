@@ -11,7 +11,7 @@ from ray.exceptions import RayActorError
 from tests.paths import ROOT
 from tests.trainers import fake_roles
 from trainers.gate import Gate, Stopped
-from trainers.ray_loops import RayLoops, Roles, Tagged, fresh
+from trainers.ray_loops import Placement, RayLoops, Roles, Tagged, fresh
 from trainers.ray_runtime import RayConfig, ray_session
 
 
@@ -208,3 +208,61 @@ def _run_for(loops, seconds):
         if time.monotonic() > deadline:
             raise TimeoutError
     return loops.run(updates=1, on_judged=judged)
+
+
+def _dying(tmp_path, die_at, times, **kw):
+    roles = Roles(functools.partial(fake_roles.Rollout, 0.01), fake_roles.Judge,
+                  functools.partial(fake_roles.DyingTrainer, checkpoint=str(tmp_path / "trainer.json"),
+                                    die_at=die_at, times=times, markers=str(tmp_path)))
+    return RayLoops(roles, **kw)
+
+
+def test_a_long_run_outlives_more_trainer_deaths_than_the_restart_budget(tmp_path):
+    """`ray.max_restarts` bounds deaths in a row on the same work, not over a run (a proxy that runs
+    for days is killed for memory now and then): four deaths, each on another update, with a budget
+    of three, and every update is made once, from the last checkpoint."""
+    loops = _dying(tmp_path, die_at=(2, 3, 4, 5), times=1, workers=2, batch_size=2, max_staleness=100,
+                   placement=Placement(max_restarts=3))
+    reports = loops.run(updates=6, on_update=lambda r: loops.save({"version": r.version}))
+    assert [r.version for r in reports] == [1, 2, 3, 4, 5, 6]
+    assert [r.restarts for r in reports] == [{}, *[{"trainer": 1}] * 4, {}]
+    assert [r.stats["weights"] for r in reports] == [1, 2, 3, 4, 5, 6]
+    used = [s for b in _batches(reports) for s in b]
+    assert len(used) == len(set(used))
+
+
+def test_a_trainer_that_dies_on_every_try_of_an_update_stops_the_run_and_says_so(tmp_path):
+    """An update that cannot be made (a batch that never fits in memory) must not loop for ever."""
+    loops = _dying(tmp_path, die_at=(2,), times=100, workers=1, batch_size=2, max_staleness=100,
+                   placement=Placement(max_restarts=2))
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"trainer actor died 3 times in a row.*memory"):
+        loops.run(updates=4, on_update=lambda r: loops.save({"version": r.version}))
+    assert len(list(tmp_path.glob("v2-*"))) == 3 and time.monotonic() - t0 < 120
+    assert _all_gone(loops)
+
+
+def ray_addresses() -> set[str]:
+    """Every address a Ray process started by this test process listens on or talks to."""
+    import psutil
+
+    seen = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            for c in p.net_connections(kind="inet"):
+                seen.add(c.laddr.ip)
+                if c.raddr:
+                    seen.add(c.raddr.ip)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return seen
+
+
+LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
+
+
+def test_a_local_ray_listens_and_connects_on_loopback_only():
+    loops = _loops(workers=2, batch_size=2, max_staleness=1)
+    loops.run(updates=1)
+    addresses = ray_addresses()
+    assert addresses and addresses <= LOOPBACK, addresses - LOOPBACK

@@ -17,7 +17,7 @@ from nextstate.config import typed
 from trainers.async_train import ray_loops, record_update
 from trainers.proxy.roles import ProxyEndpoint, ProxyJudge
 from trainers.proxy.server import ProxyConfig
-from trainers.ray_loops import UpdateReport
+from trainers.ray_loops import ACTOR_GONE, UpdateReport
 from trainers.ray_runtime import RayConfig, ray_session
 from trainers.setup import Training, add_counts, start_training
 from trainers.train_plot import write_train_plot
@@ -63,12 +63,19 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         final: dict = {}
 
         def endpoint(method: str, *args):
+            """A call on the endpoint actor; None while Ray restarts it (killed for memory, say): the
+            stats are then the last ones, and the journal is compacted after the next update."""
             import ray
 
-            return ray.get(loops.rollout_actors[0].call.remote(method, *args))
+            try:
+                return ray.get(loops.rollout_actors[0].call.remote(method, *args))
+            except ACTOR_GONE as e:
+                print(f"[proxy] the endpoint is restarting ({type(e).__name__}); its {method} waits for the "
+                      "next update", flush=True)
+                return None
 
         def on_update(r: UpdateReport) -> None:
-            final.update(endpoint("stats"))
+            final.update(endpoint("stats") or {})
             log = {**record_update(state, r, loops), **final}
             state.open_from = r.open_from
             loops.save(state.to_dict())
@@ -76,7 +83,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
             append_jsonl(tr.log_file, log)
             write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
             print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
-                  f"loss {r.stats.get('loss', 0):.4f}; {final['served']} requests served", flush=True)
+                  f"loss {r.stats.get('loss', 0):.4f}; {final.get('served', 0)} requests served", flush=True)
 
         remaining = tc.iterations - (state.iteration + 1) if tc.iterations else 10**12
         if remaining > 0:

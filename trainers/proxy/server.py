@@ -206,13 +206,17 @@ class Proxy:
 
     def next_step(self, group_no: int, gate: Gate):
         """Step `group_no`, the next completed one, as a one-step trajectory (blocks; `Stopped` once
-        stopping). The loops number their groups as the book numbers its steps, which a resume relies on."""
+        stopping). The loops number their groups as the book numbers its steps, which a resume relies on;
+        they ask for group n once they hold every step before it, so a restarted endpoint, whose book
+        replays the journal from the last checkpoint, skips what they hold."""
         while True:
             if gate.stopping:
                 raise Stopped
             try:
                 s = self.book.steps.get(timeout=0.05)
             except queue.Empty:
+                continue
+            if s.no < group_no:  # replayed by an endpoint Ray restarted: the loops hold it already
                 continue
             if s.no != group_no:
                 raise RuntimeError(f"the proxy's step {s.no} reached the loops as group {group_no}")

@@ -110,3 +110,24 @@ def test_the_journal_is_never_readable_by_others(tmp_path):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_an_endpoint_restarted_mid_run_hands_the_loops_the_step_they_ask_for(tmp_path):
+    """Ray restarts an endpoint killed mid-run (e.g. for memory): its book replays the journal from
+    the last checkpoint, steps the loops already hold included. They ask for the next group only, so
+    the steps before it are skipped: none reaches the trainer twice, and the run goes on."""
+    from agents.serving.transformers_policy import SamplingConfig
+    from trainers.gate import Gate
+    from trainers.proxy.server import Proxy
+
+    path = tmp_path / "sessions.jsonl"
+    book = SessionBook(journal=SessionJournal(path))
+    for i in range(4):  # four sessions, each answered once: steps 0-3
+        book.record(f"s{i}", "main", [U(f"q{i}")], gen(f"r{i}"), 0)
+        book.record(f"s{i}", "main", [U(f"q{i}"), A(f"r{i}"), U(f"a{i}")], gen(f"r{i}'"), 0)
+    restarted = SessionBook(journal=SessionJournal(path), first_step=0)  # the last checkpoint: open_from 0
+    proxy = Proxy(None, Gate(0), restarted, SamplingConfig(16, 1.0, 1.0, 512), "m", prompt_tokens=lambda m, t: 0)
+    _, (trajs, _) = proxy.next_step(2, proxy.gate)  # the loops got steps 0 and 1 before the endpoint died
+    assert trajs[0].task_id == "s2"
+    _, (trajs, _) = proxy.next_step(3, proxy.gate)
+    assert trajs[0].task_id == "s3"
