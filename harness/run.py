@@ -30,7 +30,7 @@ from harness.resume import (
 )
 from harness.run_log import tee_output
 from nextstate.atomic import write_text_atomic
-from nextstate.config import REPO_ROOT, ConfigError, run_config, unknown_root_keys
+from nextstate.config import REPO_ROOT, ConfigError, run_config, typed, unknown_root_keys
 from nextstate.leaderboard import file_pending_row
 
 
@@ -87,6 +87,12 @@ def main(cfg: DictConfig) -> dict:
         raise SystemExit(f"+{unknown[0]}: no such key (the top-level keys are those of conf/config.yaml and "
                          f"the config groups, the dirs of conf/)")
     run_config(cfg)
+    from trainers.signals import SignalConfig
+
+    try:  # a signal whose name and flags disagree would be filed as another: refused before anything starts
+        typed(cfg.signal, SignalConfig)
+    except ValueError as e:
+        raise SystemExit(str(e).splitlines()[0]) from None
     mode = MODES.get(cfg.mode.name)
     if mode is None:
         raise SystemExit(f"mode={cfg.mode.name} is not available ({' | '.join(MODES)})")

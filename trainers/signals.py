@@ -31,6 +31,9 @@ from nextstate.types import Judgement, Sample, Step, Trajectory
 from trainers.advantages import combined_advantage, grpo_outcome_advantages, stepwise_standardize
 
 
+SIGNALS = {"outcome": (False, False), "prm": (True, False), "opd": (False, True), "prm_opd": (True, True)}  # (prm, opd)
+
+
 @dataclass
 class SignalConfig:
     name: str  # outcome | prm | opd | prm_opd
@@ -43,6 +46,12 @@ class SignalConfig:
     opd_positions: int = 0  # N > 0: the OPD term on the reply's first N tokens only; 0: on every token
 
     def __post_init__(self):
+        if self.name not in SIGNALS:
+            raise ValueError(f"signal.name must be one of {', '.join(SIGNALS)}, got {self.name!r}")
+        if (self.use_prm, self.use_opd) != SIGNALS[self.name]:  # the name files and pairs the run
+            want = next(n for n, flags in SIGNALS.items() if flags == (self.use_prm, self.use_opd))
+            raise ValueError(f"signal={self.name} with use_prm={self.use_prm} use_opd={self.use_opd} trains as "
+                             f"{want} but would be filed as {self.name}: use signal={want}")
         if self.baseline not in ("stepwise", "none"):
             raise ValueError(f"signal.baseline must be stepwise or none, got {self.baseline!r}")
         if self.opd_topk < 0:

@@ -139,3 +139,11 @@ def test_topk_opd_loss_is_the_weighted_reverse_kl_averaged_over_all_samples():
     kl = topk_reverse_kl(logp[:1], torch.tensor([[[-0.1, -3.0]]]), torch.tensor([[[1, 0]]]), mask[:1])
     assert float(kl) > 0.5  # the student's mode (id 0) is where the teacher puts little mass
     assert float(loss) == pytest.approx(2.0 * float(kl) / 2, rel=1e-6)  # weight 2, mean over 2 samples
+
+
+def test_a_signal_whose_flags_disagree_with_its_name_is_refused():
+    """`signal=outcome signal.use_opd=true` would train with OPD and be filed as the outcome baseline."""
+    with pytest.raises(ValueError, match="trains as opd but would be filed as outcome: use signal=opd"):
+        SignalConfig("outcome", False, True, 1.0, 1.0, baseline="stepwise", opd_topk=0)
+    with pytest.raises(ValueError, match="must be one of outcome, prm, opd, prm_opd"):
+        SignalConfig("grpo", False, False, 1.0, 0.0, baseline="stepwise", opd_topk=0)
