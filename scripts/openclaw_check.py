@@ -147,6 +147,13 @@ def loopback_only(strace_file: Path) -> list[str]:
     return bad
 
 
+
+def _ctrl_c_reaches_it() -> None:
+    """The proxy takes SIGINT as a user's Ctrl-C, however the check was started: a shell without job
+    control starts a background command (`nohup make openclaw-check &`) with SIGINT ignored, every
+    child inherits that, and the proxy would never see the SIGINT the check sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 class Check:
     def __init__(self, args):
         self.args = args
@@ -179,7 +186,8 @@ class Check:
         self.proxy_log = (self.tmp / "proxy.out").open("w")
         self.proxy = subprocess.Popen(cmd, cwd=REPO, stdout=self.proxy_log, stderr=subprocess.STDOUT,
                                       env=self.env(NEXTSTATE_RESULTS=str(self.tmp / "results"),
-                                                   NEXTSTATE_PROXY_API_KEY=api_key))
+                                                   NEXTSTATE_PROXY_API_KEY=api_key),
+                                      preexec_fn=_ctrl_c_reaches_it)
         t0 = time.monotonic()
         while time.monotonic() - t0 < PROXY_START_S:
             if self.proxy.poll() is not None:
