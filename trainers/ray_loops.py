@@ -30,8 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import ray
-from ray.exceptions import (ActorUnavailableError, GetTimeoutError, NodeDiedError, OutOfMemoryError, RayActorError,
-                            RayTaskError, WorkerCrashedError)
+from ray.exceptions import (
+    ActorUnavailableError,
+    GetTimeoutError,
+    NodeDiedError,
+    OutOfMemoryError,
+    RayActorError,
+    RayTaskError,
+    WorkerCrashedError,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from trainers.gate import GateActor, RemoteGate

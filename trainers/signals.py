@@ -30,7 +30,6 @@ import torch
 from nextstate.types import Judgement, Sample, Step, Trajectory
 from trainers.advantages import combined_advantage, grpo_outcome_advantages, stepwise_standardize
 
-
 SIGNALS = {"outcome": (False, False), "prm": (True, False), "opd": (False, True), "prm_opd": (True, True)}  # (prm, opd)
 
 
