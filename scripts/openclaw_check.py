@@ -147,12 +147,12 @@ def loopback_only(strace_file: Path) -> list[str]:
     return bad
 
 
-
 def _ctrl_c_reaches_it() -> None:
     """The proxy takes SIGINT as a user's Ctrl-C, however the check was started: a shell without job
     control starts a background command (`nohup make openclaw-check &`) with SIGINT ignored, every
     child inherits that, and the proxy would never see the SIGINT the check sends."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 class Check:
     def __init__(self, args):

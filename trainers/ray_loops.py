@@ -203,13 +203,11 @@ class RayLoops:
         self._deaths[key] = self._deaths.get(key, 0) + 1
         self._in_a_row[key] = self._in_a_row.get(key, 0) + 1
         self.restarts[role] += 1
-        why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        why = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
         if self._in_a_row[key] > self.placement.max_restarts:
-            hint = (" (killed for memory: lower mode.micro_batch_tokens or mode.minibatch_size)"
-                    if isinstance(e, OutOfMemoryError) or "memory" in str(e).lower() else
-                    " (if it was killed for memory: lower mode.micro_batch_tokens or mode.minibatch_size)")
             raise RuntimeError(f"a {role} actor died {self._in_a_row[key]} times in a row on the same work, "
-                               f"past ray.max_restarts={self.placement.max_restarts}{hint}; last: {why}") from e
+                               f"past ray.max_restarts={self.placement.max_restarts} (if it was killed for "
+                               f"memory: lower mode.micro_batch_tokens or mode.minibatch_size); last: {why}") from e
         print(f"[ray] a {role} actor died ({why}); Ray restarts it and its work is redone",
               file=sys.stderr, flush=True)
         self._await_restart(role, actor)

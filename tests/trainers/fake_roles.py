@@ -3,6 +3,8 @@ ones are, and reporting what it did through its return values (actors share no m
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -103,8 +105,5 @@ class DyingTrainer(Trainer):
             tried = len(list(self.markers.glob(f"v{version}-*")))
             if tried < self.times:
                 (self.markers / f"v{version}-{tried}").touch()
-                import os
-                import signal
-
                 os.kill(os.getpid(), signal.SIGKILL)
         return super().update(samples, version)

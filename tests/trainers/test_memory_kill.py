@@ -1,7 +1,8 @@
 """A trainer killed by Ray's memory monitor (a batch that does not fit) costs no sample and does not end
-the run: Ray raises `OutOfMemoryError` for it, not the `RayActorError` of an actor that died otherwise,
-and the loops treat both alike: the trainer restarts from its checkpoint and redoes the update. Real
-Ray, a real memory monitor with its threshold set just above what this machine uses now."""
+the run: the trainer restarts from its checkpoint and redoes the update. (Ray reports such a kill as
+`ActorUnavailableError` while the actor may restart, as `OutOfMemoryError` once it may not: the loops
+take both as a death, `trainers/ray_loops.ACTOR_GONE`.) Real Ray, a real memory monitor with its
+threshold set just above what this machine uses now."""
 import functools
 
 import psutil
