@@ -87,10 +87,15 @@ def main(cfg: DictConfig) -> dict:
         raise SystemExit(f"+{unknown[0]}: no such key (the top-level keys are those of conf/config.yaml and "
                          f"the config groups, the dirs of conf/)")
     run_config(cfg)
-    from trainers.signals import SignalConfig
+    from omegaconf.errors import ConfigKeyError
 
-    try:  # a signal whose name and flags disagree would be filed as another: refused before anything starts
+    from trainers.signals import SignalConfig, signals
+
+    try:  # the name picks what a run trains with and how it is filed: nothing may make them disagree
         typed(cfg.signal, SignalConfig)
+    except ConfigKeyError as e:
+        raise SystemExit(f"signal.{e.key}: no such setting (conf/signal/_base.yaml lists them; the signal's name "
+                         f"picks what it trains with: signal={'|'.join(signals())})") from None
     except ValueError as e:
         raise SystemExit(str(e).splitlines()[0]) from None
     mode = MODES.get(cfg.mode.name)

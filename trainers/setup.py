@@ -265,8 +265,8 @@ def frozen_servers(signal: SignalConfig, judge_kind, hint_kind, tc, judge_model:
     PRM votes and model hints). The roles share one server when the weights are the same. A `judge.model`
     checkpoint is never the OPD teacher or the KL reference: were it the only frozen server, a run with
     a trained judge would distil from the judge."""
-    judge_needed = (signal.use_prm and judge_kind.needs_model) or (signal.use_opd and hint_kind.needs_model)
-    init_needed = tc.kl_coef > 0 or (signal.use_opd and tc.teacher == "frozen")
+    judge_needed = (signal.needs_judge and judge_kind.needs_model) or (signal.needs_hints and hint_kind.needs_model)
+    init_needed = tc.kl_coef > 0 or (signal.needs_hints and tc.teacher == "frozen")
     judge_path = Path(judge_model) if judge_model else init_path
     if judge_path.resolve() == init_path.resolve():
         return (init_path if judge_needed or init_needed else None), None
@@ -302,7 +302,8 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if model_cfg.top_p != 1.0:  # the update's logprobs are of the whole distribution, as the rollout's must be
         raise SystemExit(f"model.top_p={model_cfg.top_p}: training samples at top_p 1.0 (the PPO ratio compares "
                          "whole-distribution logprobs); set model.top_p=1.0")
-    if not with_env and ((signal.use_prm and judge_kind.reads_labels) or (signal.use_opd and hint_kind.reads_labels)):
+    reads_labels = (signal.needs_judge and judge_kind.reads_labels) or (signal.needs_hints and hint_kind.reads_labels)
+    if not with_env and reads_labels:
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
 
     init_path = init_path_of(cfg, model_cfg)

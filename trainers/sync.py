@@ -92,8 +92,8 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
     scores = state.step_scores
     metrics = {
         "env": env_cfg.name, "suite": suite_of(env_cfg), "signal": signal.name,
-        "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.use_opd else "-",
-        "judge": judge_cfg.name if signal.use_prm else "-", "hints": hints_cfg.name if signal.use_opd else "-",
+        "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.needs_hints else "-",
+        "judge": judge_cfg.name if signal.needs_judge else "-", "hints": hints_cfg.name if signal.needs_hints else "-",
         "iterations": tc.iterations, "train_episodes": state.train_episodes, "train_samples": state.train_samples,
         "success_before": state.success_before, "success_after": after["success_rate"],
         "delta": after["success_rate"] - state.success_before,

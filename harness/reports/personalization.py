@@ -29,6 +29,7 @@ from typing import Callable
 from harness.reports.aggregate import BASELINE_SIGNAL, Stat, by_seed, feedback, paired_deltas, signal_rank
 from harness.reports.plots import score_curves, want_curves
 from nextstate.atomic import write_text_atomic
+from trainers.signals import get_signal
 
 COLUMNS = ("persona", "signal", "judge", "seed", "updates", "score", "run_dir")
 WANT_COLUMNS = ("persona", "signal", "judge", "seed", "updates", "want", "rate", "run_dir")
@@ -37,15 +38,17 @@ WANT_COLUMNS = ("persona", "signal", "judge", "seed", "updates", "want", "rate",
 def feedback_of(cfg: dict) -> str:
     """Which feedback a run learned from, read from its composed config; `model (sft)` where the model
     judge is a trained checkpoint (`judge.model`, mode=sft_judge), not the policy's initial one."""
-    sig = cfg["signal"]
-    label = feedback(cfg["judge"]["name"] if sig["use_prm"] else "-", cfg["hints"]["name"] if sig["use_opd"] else "-")
+    kind = get_signal(cfg["signal"]["name"])
+    label = feedback(cfg["judge"]["name"] if kind.needs_judge else "-",
+                     cfg["hints"]["name"] if kind.needs_hints else "-")
     return "model (sft)" if label == "model" and cfg["judge"].get("model") else label
 
 
 def signal_name(cfg: dict) -> str:
     sig = cfg["signal"]
-    label = sig["name"] + (f"+top{sig['opd_topk']}" if sig["use_opd"] and sig.get("opd_topk") else "")
-    return label + (f"+first{sig['opd_positions']}" if sig["use_opd"] and sig.get("opd_positions") else "")
+    hinted = get_signal(sig["name"]).needs_hints
+    label = sig["name"] + (f"+top{sig['opd_topk']}" if hinted and sig.get("opd_topk") else "")
+    return label + (f"+first{sig['opd_positions']}" if hinted and sig.get("opd_positions") else "")
 
 
 def _points(run_dir: Path) -> dict[int, float]:

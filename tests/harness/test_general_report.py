@@ -12,9 +12,8 @@ from harness.reports.general import collect, write
 def _run(root: Path, name: str, env: str, signal: str, seed: int, scores: dict[int, float]) -> Path:
     d = root / name
     (d / ".hydra").mkdir(parents=True)
-    use_prm, use_opd = signal in ("prm", "prm_opd"), signal in ("opd", "prm_opd")
     cfg = {"seed": seed, "env": {"name": env, "suite": "templated"}, "mode": {"name": "train"},
-           "signal": {"name": signal, "use_prm": use_prm, "use_opd": use_opd, "opd_topk": 0},
+           "signal": {"name": signal, "opd_topk": 0},
            "judge": {"name": "oracle"}, "hints": {"name": "oracle"}}
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
     last = max(scores)

@@ -16,9 +16,8 @@ def _run(root: Path, name: str, signal: str, seed: int, scores: dict[int, float]
          hints="next_state", finished=True, topk=0) -> Path:
     d = root / name
     (d / ".hydra").mkdir(parents=True)
-    use_prm, use_opd = signal in ("prm", "prm_opd"), signal in ("opd", "prm_opd")
     cfg = {"seed": seed, "env": {"persona": "casual"}, "mode": {"name": "train", "iterations": max(scores)},
-           "signal": {"name": signal, "use_prm": use_prm, "use_opd": use_opd, "opd_topk": topk},
+           "signal": {"name": signal, "opd_topk": topk},
            "judge": {"name": judge}, "hints": {"name": hints}}
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
     last = max(scores)
@@ -57,16 +56,15 @@ def test_a_run_dir_is_read_like_a_sweep_and_a_stray_file_is_a_clear_error(tmp_pa
 
 
 def test_feedback_names_the_judge_the_signal_used():
-    cfg = lambda s, p, o, j="model", h="oracle": {"signal": {"name": s, "use_prm": p, "use_opd": o},  # noqa: E731
-                                                  "judge": {"name": j}, "hints": {"name": h}}
-    assert feedback_of(cfg("outcome", False, False)) == "-"
-    assert feedback_of(cfg("prm", True, False, j="oracle")) == "oracle"
-    assert feedback_of(cfg("opd", False, True, h="model")) == "model"
-    assert feedback_of(cfg("prm_opd", True, True, j="oracle", h="model")) == "model"
-    trained = cfg("prm_opd", True, True, h="model")
+    cfg = lambda s, j="model", h="oracle": {"signal": {"name": s}, "judge": {"name": j}, "hints": {"name": h}}  # noqa: E731
+    assert feedback_of(cfg("outcome")) == "-"
+    assert feedback_of(cfg("prm", j="oracle")) == "oracle"
+    assert feedback_of(cfg("opd", h="model")) == "model"
+    assert feedback_of(cfg("prm_opd", j="oracle", h="model")) == "model"
+    trained = cfg("prm_opd", h="model")
     trained["judge"]["model"] = "/runs/brief-judge/judge"  # mode=sft_judge's checkpoint: its own arm
     assert feedback_of(trained) == "model (sft)"
-    trained["signal"].update(use_prm=False, use_opd=False)
+    trained["signal"]["name"] = "outcome"
     assert feedback_of(trained) == "-"  # outcome reads no judge, trained or not
 
 

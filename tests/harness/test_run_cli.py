@@ -199,7 +199,7 @@ def test_a_run_that_graded_nothing_exits_non_zero_and_files_no_row(tmp_path, har
     (["limit=0"], "limit=0: must be at least 1"),
     (["env=chat", "env.persona=nobody"], "env.persona=nobody: unknown persona nobody"),
     (["env=terminal", "env.tasks_dir=/nonexistent"], "env.tasks_dir=/nonexistent: the task suite does not exist"),
-    (["signal=outcome", "signal.use_opd=true"], "trains as opd but would be filed as outcome: use signal=opd"),
+    (["signal=outcome", "+signal.use_opd=true"], "signal.use_opd: no such setting"),  # the name picks what trains
 ])
 def test_a_config_naming_nothing_is_one_line_and_leaves_no_run_dir(tmp_path, overrides, says, harness_run):
     p = harness_run(tmp_path, "agent=oracle", "limit=1", *overrides)

@@ -26,12 +26,12 @@ PREFERRED = "hey, how about bubbles? short and cute."
 DISPREFERRED = "A good name for a goldfish could be Goldie. It is a classic choice for a pet fish."
 COMPLAINT = "Please talk to me like a friend would, start with hey."
 SIGNALS = {
-    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
-    "prm": SignalConfig("prm", True, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
-    "opd": SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0),
-    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="stepwise", opd_topk=0),
+    "outcome": SignalConfig("outcome", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0),
+    "prm": SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0),
+    "opd": SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=0),
+    "prm_opd": SignalConfig("prm_opd", w_rl=1.0, w_opd=1.0, baseline="stepwise", opd_topk=0),
     # the paper's top-K variant
-    "opd_topk": SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=20, baseline="stepwise"),
+    "opd_topk": SignalConfig("opd", w_rl=0.0, w_opd=1.0, opd_topk=20, baseline="stepwise"),
 }
 HINTS = HintConfig("oracle", 1, 0.0, 0, 10, "", "", "\n\n[user's hint / instruction]\n{hint}")
 UPDATE = UpdateConfig(lr=2e-5, weight_decay=0.0, grad_clip=1.0, epochs=1, minibatch_size=2, eps_low=0.2,

@@ -5,10 +5,10 @@ from nextstate.types import Judgement, NextState, Step, Trajectory
 from trainers.signals import SignalConfig, build_samples, collect_steps
 
 SIG = {
-    "outcome": SignalConfig("outcome", False, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
-    "prm": SignalConfig("prm", True, False, 1.0, 0.0, baseline="stepwise", opd_topk=0),
-    "opd": SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0),
-    "prm_opd": SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="stepwise", opd_topk=0),
+    "outcome": SignalConfig("outcome", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0),
+    "prm": SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0),
+    "opd": SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=0),
+    "prm_opd": SignalConfig("prm_opd", w_rl=1.0, w_opd=1.0, baseline="stepwise", opd_topk=0),
 }
 
 
@@ -42,6 +42,21 @@ def test_prm_adds_step_score_to_outcome_then_standardizes():
     assert [s.advantages[0] for s in samples] == pytest.approx([(x - m) / (sd + 1e-6) for x in r], rel=1e-4)
 
 
+def test_prm_keeps_a_step_without_peers_raw_and_prm_peered_drops_it():
+    """Two rollouts of A: the first answers at step 0 (R = 1 + 1), the second calls (R = 0 - 1) and goes on
+    alone to step 1 (R = 0 + 1): prm keeps that step's raw 1.0, prm_peered drops it."""
+    trajs = [_traj("A", 1.0), _traj("A", 0.0, n_steps=2)]
+    steps = collect_steps(trajs)
+    for st, score in zip(steps, [1.0, -1.0, 1.0]):
+        st.judgement = Judgement(votes=(1,), score=score)
+    prm = build_samples(SIG["prm"], steps, trajs)
+    assert [(s.group, s.step_index, s.advantages[0]) for s in prm] == \
+        [("A", 0, pytest.approx(1.0, rel=1e-5)), ("A", 0, pytest.approx(-1.0, rel=1e-5)), ("A", 1, 1.0)]
+    peered = SignalConfig("prm_peered", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0)
+    assert [(s.step_index, s.advantages) for s in build_samples(peered, steps, trajs)] == \
+        [(0, pytest.approx([1.0, 1.0], rel=1e-5)), (0, pytest.approx([-1.0, -1.0], rel=1e-5))]
+
+
 def test_opd_uses_teacher_minus_old_and_drops_unhinted():
     trajs = [_traj("A", 0.0), _traj("A", 0.0)]
     steps = collect_steps(trajs)
@@ -54,15 +69,15 @@ def test_opd_positions_keeps_the_opd_term_on_the_first_tokens_only():
     trajs = [_traj("A", 0.0)]
     steps = collect_steps(trajs)
     steps[0].teacher_logprobs = [-0.5, -1.0]  # old [-1, -2]: every token [0.5, 1.0], the first only [0.5, 0]
-    first = SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0, opd_positions=1)
+    first = SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=0, opd_positions=1)
     assert build_samples(first, steps, trajs)[0].advantages == pytest.approx([0.5, 0.0])
-    wide = SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0, opd_positions=5)
+    wide = SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=0, opd_positions=5)
     assert build_samples(wide, steps, trajs)[0].advantages == pytest.approx([0.5, 1.0])  # N past the reply: all
     steps[0].teacher_top = [[(-0.1, 5)], [(-0.2, 6)]]
-    topk = SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=1, opd_positions=1)
+    topk = SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=1, opd_positions=1)
     assert build_samples(topk, steps, trajs)[0].teacher_top == [[(-0.1, 5)]]
     with pytest.raises(ValueError, match="opd_positions"):
-        SignalConfig("opd", False, True, 0.0, 1.0, baseline="stepwise", opd_topk=0, opd_positions=-1)
+        SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=0, opd_positions=-1)
 
 
 def test_combined_hint_only_score_only_and_both():
@@ -84,14 +99,14 @@ def test_combined_hint_only_score_only_and_both():
 
 def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
     """The personal-agent variant: no outcome added, no standardization, 0-scored steps dropped."""
-    personal = SignalConfig("prm", True, False, 1.0, 0.0, baseline="none", opd_topk=0)
+    personal = SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="none", opd_topk=0)
     trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("A", 0.0)]
     steps = collect_steps(trajs)
     for st, score in zip(steps, [1.0, 0.0, -1.0]):
         st.judgement = Judgement(votes=(1,), score=score)
     assert [s.advantages for s in build_samples(personal, steps, trajs)] == [[1.0, 1.0], [-1.0, -1.0]]
     # combined: a 0-scored step with a hint is OPD only; a scored one adds both
-    combined = SignalConfig("prm_opd", True, True, 1.0, 1.0, baseline="none", opd_topk=0)
+    combined = SignalConfig("prm_opd", w_rl=1.0, w_opd=1.0, baseline="none", opd_topk=0)
     steps[1].teacher_logprobs = [-0.5, -1.5]  # old [-1, -2]: OPD [0.5, 0.5]
     steps[2].teacher_logprobs = [-1.0, -1.0]  # OPD [0, 1]; score -1
     assert [s.advantages for s in build_samples(combined, steps, trajs)] == \
@@ -100,7 +115,7 @@ def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
 
 def test_an_unknown_baseline_is_a_clear_error():
     with pytest.raises(ValueError, match="stepwise or none"):
-        SignalConfig("prm", True, False, 1.0, 0.0, baseline="group", opd_topk=0)
+        SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="group", opd_topk=0)
 
 
 def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
@@ -112,7 +127,7 @@ def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
     for st, score in zip(steps, (1.0, -1.0)):
         st.judgement = Judgement(score=score)
         st.teacher_logprobs, st.teacher_top = [-0.5, -1.0], top
-    cfg = SignalConfig("prm_opd", True, True, 1.0, 0.5, opd_topk=2, baseline="stepwise")
+    cfg = SignalConfig("prm_opd", w_rl=1.0, w_opd=0.5, opd_topk=2, baseline="stepwise")
     samples = build_samples(cfg, steps, trajs)
     # R = outcome + score = [2, -1] -> standardized [+1, -1]; no log p_T - log p_old term
     assert [s.advantages for s in samples] == [pytest.approx([1.0, 1.0], abs=1e-5),
@@ -121,7 +136,7 @@ def test_topk_opd_carries_the_teachers_top_k_and_leaves_the_advantage_to_rl():
     plain = build_samples(SIG["prm_opd"], steps, trajs)  # top-1: the teacher term is in the advantage
     assert plain[0].teacher_top is None and plain[0].advantages == pytest.approx([1.5, 2.0], abs=1e-5)
     with pytest.raises(ValueError, match="opd_topk"):
-        SignalConfig("opd", False, True, 0.0, 1.0, opd_topk=-1, baseline="stepwise")
+        SignalConfig("opd", w_rl=0.0, w_opd=1.0, opd_topk=-1, baseline="stepwise")
 
 
 def test_topk_opd_loss_is_the_weighted_reverse_kl_averaged_over_all_samples():
@@ -141,9 +156,34 @@ def test_topk_opd_loss_is_the_weighted_reverse_kl_averaged_over_all_samples():
     assert float(loss) == pytest.approx(2.0 * float(kl) / 2, rel=1e-6)  # weight 2, mean over 2 samples
 
 
-def test_a_signal_whose_flags_disagree_with_its_name_is_refused():
-    """`signal=outcome signal.use_opd=true` would train with OPD and be filed as the outcome baseline."""
-    with pytest.raises(ValueError, match="trains as opd but would be filed as outcome: use signal=opd"):
-        SignalConfig("outcome", False, True, 1.0, 1.0, baseline="stepwise", opd_topk=0)
+def test_the_name_picks_the_function_so_it_cannot_disagree_with_what_trains():
+    """A signal is its registered function: an outcome config with an OPD weight still trains outcome (no
+    flag can make it read a teacher), and an unknown name is refused with the known ones."""
+    trajs = [_traj("t", 1.0), _traj("t", 0.0)]
+    steps = collect_steps(trajs)
+    for st in steps:
+        st.teacher_logprobs = [0.0] * len(st.response_ids)
+    weighted = SignalConfig("outcome", w_rl=1.0, w_opd=1.0, baseline="stepwise", opd_topk=0)
+    assert not weighted.needs_judge and not weighted.needs_hints
+    assert [s.advantages for s in build_samples(weighted, steps, trajs)] == \
+        [s.advantages for s in build_samples(SIG["outcome"], steps, trajs)]
     with pytest.raises(ValueError, match="must be one of outcome, prm, opd, prm_opd"):
-        SignalConfig("grpo", False, False, 1.0, 0.0, baseline="stepwise", opd_topk=0)
+        SignalConfig("grpo", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0)
+
+
+def test_a_new_signal_is_one_registered_function_and_every_yaml_names_one():
+    from nextstate.config import CONF_DIR
+    from trainers.signals import register, signals
+
+    @register("test_answer_only", needs_judge=True, needs_hints=False)
+    def answer_only(cfg, steps, trajs):
+        return []
+
+    try:
+        cfg = SignalConfig("test_answer_only", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0)
+        assert cfg.needs_judge and build_samples(cfg, collect_steps([_traj("t", 1.0)]), []) == []
+    finally:
+        from trainers.signals import registry
+        registry._REGISTERED.pop("test_answer_only")
+    yamls = {p.stem for p in (CONF_DIR / "signal").glob("*.yaml")} - {"_base"}
+    assert yamls == set(signals()), "every conf/signal/<name>.yaml names a registered signal, and back"

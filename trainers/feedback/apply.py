@@ -18,13 +18,13 @@ def judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_c
         return info
     plain = [st.step for st in steps]
     t0 = time.monotonic()
-    if signal.use_prm:
+    if signal.needs_judge:
         for st, j in zip(steps, judge.votes(plain, salt=salt)):
             st.judgement = j
             info["judge_votes"] += sum(v is not None for v in j.votes)
     t1 = time.monotonic()
     info["judge_s"] = round(t1 - t0, 2)
-    if signal.use_opd:
+    if signal.needs_hints:
         hints = hinter(steps)
         t2 = time.monotonic()
         info["hints_s"] = round(t2 - t1, 2)

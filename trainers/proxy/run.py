@@ -25,10 +25,10 @@ from trainers.train_plot import write_train_plot
 
 def _check_signal(tr: Training) -> None:
     s = tr.signal
-    if not (s.use_prm or s.use_opd):
+    if not (s.needs_judge or s.needs_hints):
         raise SystemExit("mode=proxy: a conversation has no outcome score; use signal=prm|opd|prm_opd "
                          "(+experiment=personal_proxy)")
-    if s.use_prm and s.baseline != "none":
+    if s.needs_judge and s.baseline != "none":
         raise SystemExit("mode=proxy: each reply is its own group, so step-wise standardization has nothing to "
                          "compare; use signal.baseline=none (+experiment=personal_proxy)")
 

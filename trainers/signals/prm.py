@@ -1,0 +1,36 @@
+"""prm: binary RL from a process reward model. Step reward R_t = outcome + step score (the judge's mean
+valid vote), standardized per (task group, step index), constant buckets dropped.
+
+`baseline: none` is the paper's personal-agent variant (a conversation has no group of rollouts to
+compare): the step score itself is the advantage, no outcome is added, and steps scored 0 are
+masked out. Pair it with `judge.aggregate=majority` (conf/experiment/personal_chat.yaml).
+"""
+from __future__ import annotations
+
+import torch
+
+from nextstate.types import Sample, Trajectory
+from trainers.advantages import stepwise_standardize
+from trainers.signals.config import SignalConfig
+from trainers.signals.registry import register
+from trainers.signals.steps import JudgedStep, group_ids
+from trainers.signals.token_advantages import step_sample
+
+
+def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> list[float | None]:
+    """Each step's score advantage, None where it is dropped (a constant bucket; with `baseline="none"`,
+    a score of 0)."""
+    if not steps:
+        return []
+    if baseline == "none":
+        return [st.score if st.score != 0.0 else None for st in steps]
+    rewards = torch.tensor([st.outcome + st.score for st in steps])
+    adv, keep = stepwise_standardize(rewards, group_ids([st.group for st in steps]),
+                                     torch.tensor([st.step_index for st in steps]))
+    return [a if k else None for a, k in zip(adv.tolist(), keep.tolist())]
+
+
+@register("prm", needs_judge=True, needs_hints=False)
+def prm_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
+    samples = (step_sample(cfg, st, a, hinted=False) for st, a in zip(steps, prm_step_advantages(steps, cfg.baseline)))
+    return [s for s in samples if s is not None]
