@@ -16,7 +16,7 @@ from agents.serving.http_policy import Endpoints
 from nextstate.config import model_config, typed
 from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from trainers.curriculum import max_steps_at
-from trainers.judged import feedback_of, judged_counts, judged_samples
+from trainers.judged import judged_counts, judged_samples, step_feedback
 from trainers.lr_schedule import lr_at
 from trainers.setup import init_path_of, load_trainer, rollout_sampling, split_tasks
 from trainers.update import ppo_update
@@ -94,7 +94,7 @@ class Judge:
         policy = spec.policy.connect()
         frozen = spec.frozen.connect() if spec.frozen else None
         judge_server = spec.judge_server.connect() if spec.judge_server else None
-        self.feedback = feedback_of(cfg, self.env and self.env.unwrapped, frozen, policy, tools,
+        self.feedback = step_feedback(cfg, self.env and self.env.unwrapped, frozen, policy, tools,
                                     teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
 
     def judge(self, group_no: int, trajs):

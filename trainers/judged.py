@@ -11,15 +11,15 @@ from agents.serving.http_policy import HTTPPolicy
 from nextstate.config import typed
 from trainers.feedback.apply import judge_and_teach
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
-from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, Judge, choose
+from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, StepJudge, choose
 from trainers.signals import SignalConfig, build_samples, collect_steps
 
 
 @dataclass
-class Feedback:
+class StepFeedback:
     """What turns judged steps into samples (the judge, the hints, the teacher, the KL reference)."""
     signal: SignalConfig
-    judge: Judge | None
+    judge: StepJudge | None
     hinter: Hinter
     teacher: HTTPPolicy | None
     hints_cfg: HintConfig
@@ -28,7 +28,7 @@ class Feedback:
     frozen: HTTPPolicy | None
 
 
-def judged_samples(trajs, salt: int, fb: Feedback) -> tuple[list, list, dict]:
+def judged_samples(trajs, salt: int, fb: StepFeedback) -> tuple[list, list, dict]:
     """Judge and teach the trajectories' steps, then build the signal's samples (with KL reference
     logprobs when asked): (samples, judged steps, counts for the log)."""
     steps = collect_steps(trajs)
@@ -50,8 +50,8 @@ def judged_counts(trajs, steps, info: dict) -> dict:
                             if s.judgement and s.step.info.get("step_label")]}
 
 
-def feedback_of(cfg: DictConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
-                teacher: str, kl_coef: float, judge_server: HTTPPolicy | None = None) -> Feedback:
+def step_feedback(cfg: DictConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
+                teacher: str, kl_coef: float, judge_server: HTTPPolicy | None = None) -> StepFeedback:
     """The run's judge, hints and teacher (`mode.teacher`: the frozen initial weights or the current
     policy); the oracles read the env's reference solutions. The model judge and hinter ask
     `judge_server` (a trained `judge.model`) when there is one, else the frozen initial weights."""
@@ -61,6 +61,6 @@ def feedback_of(cfg: DictConfig, env, frozen: HTTPPolicy | None, policy: HTTPPol
     asked = judge_server or frozen
     sources = FeedbackSources(ModelJudge(asked, judge_cfg, hints_cfg, seed=cfg.seed) if asked else None,
                               lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
-    return Feedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
+    return StepFeedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
                     choose(HINTERS, "hints", hints_cfg.name).build(sources),
                     frozen if teacher == "frozen" else policy, hints_cfg, tools, kl_coef, frozen)

@@ -45,14 +45,14 @@ from trainers.gate import GateActor, RemoteGate
 
 
 @dataclass
-class Tagged:
+class Versioned:
     """Work and the policy version it was sampled with (the oldest, for a group spanning a swap)."""
     version: int
     group_no: int
     item: Any
 
 
-def fresh(pending: list[Tagged], version: int, max_staleness: int) -> tuple[list[Tagged], int]:
+def within_staleness(pending: list[Versioned], version: int, max_staleness: int) -> tuple[list[Versioned], int]:
     """The samples at most `max_staleness` versions behind `version`, and how many were dropped."""
     kept = [t for t in pending if version - t.version <= max_staleness]
     return kept, len(pending) - len(kept)
@@ -107,7 +107,7 @@ class RoleActor:
             close()
 
 
-DIED = object()  # what `RayLoops._result` gives for a call whose actor died
+ACTOR_DIED = object()  # what `RayLoops._result` gives for a call whose actor died
 
 # How a call fails when its actor's process is gone: Ray says RayActorError, or, for the call that
 # was running, why the process went (memory monitor, a crash, its node)
@@ -249,7 +249,7 @@ class RayLoops:
               file=sys.stderr, flush=True)
 
     def _result(self, ref, role: str, actor):
-        """A finished call's value, or `DIED` when its actor died (counted; Ray restarts it and the
+        """A finished call's value, or `ACTOR_DIED` when its actor died (counted; Ray restarts it and the
         caller redoes the work). The role's own exception is the run's."""
         try:
             value = ray.get(ref)
@@ -257,12 +257,12 @@ class RayLoops:
             raise _cause(e) from None
         except ACTOR_GONE as e:
             self._restarted(role, actor, ref, e)
-            return DIED
+            return ACTOR_DIED
         self._call_epoch.pop(ref, None)
         self._in_a_row[actor._actor_id.hex()] = 0
         return value
 
-    def _start_update(self, batch: list[Tagged]) -> dict:
+    def _start_update(self, batch: list[Versioned]) -> dict:
         """The trainer's update of `batch` under way (rollouts go on): what the loop follows it by."""
         return {"ref": self._call(self.trainer, "update", [t.item for t in batch], self.version + 1),
                 "stage": "update", "batch": batch, "t": time.monotonic()}
@@ -272,7 +272,7 @@ class RayLoops:
         after publishing, open it on the next version and return (stats, update_s, publish_s). A
         trainer that dies restarts from its checkpoint (the last update's) and redoes this update."""
         out = self._result(training["ref"], "trainer", self.trainer)
-        if out is DIED:
+        if out is ACTOR_DIED:
             if training["stage"] == "publish":
                 ray.get(self.gate_actor.resume.remote(self.version))
             training.update(self._start_update(training["batch"]))
@@ -293,7 +293,7 @@ class RayLoops:
         self._result(self._call(self.trainer, "save", state), "trainer", self.trainer)
 
     def run(self, updates: int, on_update: Callable[[UpdateReport], None] | None = None,
-            on_judged: Callable[[Tagged, Any], None] | None = None) -> list[UpdateReport]:
+            on_judged: Callable[[Versioned, Any], None] | None = None) -> list[UpdateReport]:
         """`on_judged(group, counts)` gets each judged group (its episodes) and what its judge counted."""
         rolling: dict = {}  # ref -> (actor, group number)
         interrupted = True
@@ -307,11 +307,11 @@ class RayLoops:
 
     def _loop(self, updates: int, on_update, on_judged, rolling: dict) -> list[UpdateReport]:
         reports: list[UpdateReport] = []
-        judging: dict = {}  # ref -> (actor, Tagged group)
+        judging: dict = {}  # ref -> (actor, Versioned group)
         idle_workers, idle_judges = list(self.rollout_actors), list(self.judge_actors)
         redo: deque[int] = deque()  # groups whose worker died: rolled out again first
-        to_judge: deque[Tagged] = deque()
-        pending: list[Tagged] = []  # one Tagged per sample
+        to_judge: deque[Versioned] = deque()
+        pending: list[Versioned] = []  # one Versioned per sample
         dropped, wait_s, restarts_seen = 0, 0.0, dict(self.restarts)
         training = None  # the update under way: its stage (update, then publish) and batch
         received, all_below = set(), self._first_group  # the groups whose samples reached the trainer
@@ -349,7 +349,7 @@ class RayLoops:
                     reports.append(report)
                     if on_update:
                         on_update(report)
-                    pending, dropped = fresh(pending, self.version, self.max_staleness)
+                    pending, dropped = within_staleness(pending, self.version, self.max_staleness)
                     self._backlog -= dropped
                     wait_s, t0 = 0.0, time.monotonic()
             for ref in done:
@@ -357,15 +357,15 @@ class RayLoops:
                     w, n = rolling.pop(ref)
                     idle_workers.append(w)
                     out = self._result(ref, "rollout", w)
-                    if out is DIED:
+                    if out is ACTOR_DIED:
                         redo.append(n)
                     else:
-                        to_judge.append(Tagged(out[0], n, out[1]))
+                        to_judge.append(Versioned(out[0], n, out[1]))
                 elif ref in judging:
                     j, t = judging.pop(ref)
                     idle_judges.append(j)
                     out = self._result(ref, "judge", j)
-                    if out is DIED:
+                    if out is ACTOR_DIED:
                         to_judge.appendleft(t)
                         continue
                     samples, counts = out
@@ -375,12 +375,12 @@ class RayLoops:
                     self._groups_judged += 1
                     self._samples_judged += len(samples)
                     self._backlog += len(samples)
-                    pending += [Tagged(t.version, t.group_no, s) for s in samples]
+                    pending += [Versioned(t.version, t.group_no, s) for s in samples]
                     received.add(t.group_no)
                     while all_below in received:
                         received.remove(all_below)
                         all_below += 1
-                    pending, n_dropped = fresh(pending, self.version, self.max_staleness)
+                    pending, n_dropped = within_staleness(pending, self.version, self.max_staleness)
                     dropped += n_dropped
                     self._backlog -= n_dropped
             if not done and time.monotonic() - last_note > self.report_every_s:

@@ -32,8 +32,8 @@ from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import filter_tasks, without_tags
 from trainers.eval_cache import EvalCache
 from trainers.feedback.model_judge import HintConfig, JudgeConfig
-from trainers.feedback.registry import HINTERS, JUDGES, Hinter, Judge, choose
-from trainers.judged import Feedback, feedback_of, judged_counts, judged_samples
+from trainers.feedback.registry import HINTERS, JUDGES, Hinter, StepJudge, choose
+from trainers.judged import StepFeedback, judged_counts, judged_samples, step_feedback
 from trainers.lr_schedule import SCHEDULES, lr_at
 from trainers.run_state import RunState
 from trainers.signals import SignalConfig
@@ -129,7 +129,7 @@ class Training:
     policy: HTTPPolicy  # serves rollouts (and the teacher when mode.teacher=policy)
     frozen: HTTPPolicy | None  # the initial weights: frozen teacher, KL reference (and judge, hints: below)
     judge_server: HTTPPolicy | None  # a `judge.model` checkpoint's own server; None: the judge asks `frozen`
-    judge: Judge | None
+    judge: StepJudge | None
     hinter: Hinter
     teacher: HTTPPolicy | None
     model: torch.nn.Module | None  # None where the trainer is a Ray actor
@@ -155,7 +155,7 @@ class Training:
     def samples(self, trajs, salt: int) -> tuple[list, list, dict]:
         """Judge and teach the trajectories' steps, then build the signal's samples: (samples, judged
         steps, counts for the log)."""
-        return judged_samples(trajs, salt, Feedback(self.signal, self.judge, self.hinter, self.teacher,
+        return judged_samples(trajs, salt, StepFeedback(self.signal, self.judge, self.hinter, self.teacher,
                                                     self.hints_cfg, self.tools, self.tc.kl_coef, self.frozen))
 
     def update(self, samples, seed: int, iteration: int) -> dict:
@@ -320,7 +320,7 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if judge_weights:
         judge_server = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir, path=judge_weights,
                                                         log_path=run_dir / "judge_server.log"))
-    fb = feedback_of(cfg, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
+    fb = step_feedback(cfg, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
                      teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
     model, optimizer = load_trainer(cfg, tc, model_cfg, init_path) if with_trainer else (None, None)
     tr = Training(

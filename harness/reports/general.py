@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.reports.personalization import (
     _csv,
     _points,
-    feedback_of,
+    feedback_label,
     read_scores,
     signal_name,
     table,
@@ -43,7 +43,7 @@ def run_scores(run_dir: Path) -> list[dict]:
     if env.get("name") in (None, "chat") or (cfg.get("mode") or {}).get("name") != "train":
         return []
     base = {"env": env["name"], "suite": env.get("suite", "-"), "signal": signal_name(cfg),
-            "judge": feedback_of(cfg), "seed": cfg["seed"], "run_dir": str(run_dir)}
+            "judge": feedback_label(cfg), "seed": cfg["seed"], "run_dir": str(run_dir)}
     return [{**base, "updates": u, "score": round(s, 4)} for u, s in sorted(_points(run_dir).items())
             if s is not None]
 

@@ -35,7 +35,7 @@ COLUMNS = ("persona", "signal", "judge", "seed", "updates", "score", "run_dir")
 WANT_COLUMNS = ("persona", "signal", "judge", "seed", "updates", "want", "rate", "run_dir")
 
 
-def feedback_of(cfg: dict) -> str:
+def feedback_label(cfg: dict) -> str:
     """Which feedback a run learned from, read from its composed config; `model (sft)` where the model
     judge is a trained checkpoint (`judge.model`, mode=sft_judge), not the policy's initial one."""
     kind = get_signal(cfg["signal"]["name"])
@@ -82,7 +82,7 @@ def run_scores(run_dir: Path) -> list[dict]:
     persona = (cfg.get("env") or {}).get("persona")
     if not persona or (cfg.get("mode") or {}).get("name") != "train":
         return []
-    base = {"persona": persona, "signal": signal_name(cfg), "judge": feedback_of(cfg), "seed": cfg["seed"],
+    base = {"persona": persona, "signal": signal_name(cfg), "judge": feedback_label(cfg), "seed": cfg["seed"],
             "run_dir": str(run_dir)}
     return [{**base, "updates": u, "score": round(s, 4)} for u, s in sorted(_points(run_dir).items())
             if s is not None]
@@ -119,7 +119,7 @@ def run_wants(run_dir: Path) -> list[dict]:
     persona = (cfg.get("env") or {}).get("persona")
     if not persona or (cfg.get("mode") or {}).get("name") != "train":
         return []
-    base = {"persona": persona, "signal": signal_name(cfg), "judge": feedback_of(cfg), "seed": cfg["seed"],
+    base = {"persona": persona, "signal": signal_name(cfg), "judge": feedback_label(cfg), "seed": cfg["seed"],
             "run_dir": str(run_dir)}
     return [{**base, "updates": u, "want": w, "rate": r}
             for u, f in _eval_files(run_dir, int(cfg["mode"]["iterations"])) for w, r in want_rates(f).items()]

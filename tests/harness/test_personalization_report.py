@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.reports.personalization import collect, collect_wants, feedback_of, table, wants_table, write
+from harness.reports.personalization import collect, collect_wants, feedback_label, table, wants_table, write
 from nextstate.config import CONF_DIR, compose
 
 
@@ -57,15 +57,15 @@ def test_a_run_dir_is_read_like_a_sweep_and_a_stray_file_is_a_clear_error(tmp_pa
 
 def test_feedback_names_the_judge_the_signal_used():
     cfg = lambda s, j="model", h="oracle": {"signal": {"name": s}, "judge": {"name": j}, "hints": {"name": h}}  # noqa: E731
-    assert feedback_of(cfg("outcome")) == "-"
-    assert feedback_of(cfg("prm", j="oracle")) == "oracle"
-    assert feedback_of(cfg("opd", h="model")) == "model"
-    assert feedback_of(cfg("prm_opd", j="oracle", h="model")) == "model"
+    assert feedback_label(cfg("outcome")) == "-"
+    assert feedback_label(cfg("prm", j="oracle")) == "oracle"
+    assert feedback_label(cfg("opd", h="model")) == "model"
+    assert feedback_label(cfg("prm_opd", j="oracle", h="model")) == "model"
     trained = cfg("prm_opd", h="model")
     trained["judge"]["model"] = "/runs/brief-judge/judge"  # mode=sft_judge's checkpoint: its own arm
-    assert feedback_of(trained) == "model (sft)"
+    assert feedback_label(trained) == "model (sft)"
     trained["signal"]["name"] = "outcome"
-    assert feedback_of(trained) == "-"  # outcome reads no judge, trained or not
+    assert feedback_label(trained) == "-"  # outcome reads no judge, trained or not
 
 
 def test_table_means_intervals_and_paired_deltas_by_hand(tmp_path):

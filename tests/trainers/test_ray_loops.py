@@ -11,7 +11,7 @@ from ray.exceptions import RayActorError
 from tests.paths import ROOT
 from tests.trainers import fake_roles
 from trainers.gate import Gate, Stopped
-from trainers.ray_loops import Placement, RayLoops, Roles, Tagged, fresh
+from trainers.ray_loops import Placement, RayLoops, Roles, Versioned, within_staleness
 from trainers.ray_runtime import RayConfig, ray_session
 
 
@@ -48,13 +48,13 @@ def _all_gone(loops):
     return True
 
 
-def test_fresh_keeps_samples_within_the_staleness_bound():
-    pending = [Tagged(v, i, f"s{i}") for i, v in enumerate([0, 1, 2, 3, 3])]
-    kept, dropped = fresh(pending, version=3, max_staleness=1)
+def test_only_samples_within_the_staleness_bound():
+    pending = [Versioned(v, i, f"s{i}") for i, v in enumerate([0, 1, 2, 3, 3])]
+    kept, dropped = within_staleness(pending, version=3, max_staleness=1)
     assert [t.item for t in kept] == ["s2", "s3", "s4"] and dropped == 2
-    kept, dropped = fresh(pending, version=3, max_staleness=0)
+    kept, dropped = within_staleness(pending, version=3, max_staleness=0)
     assert [t.item for t in kept] == ["s3", "s4"] and dropped == 3
-    assert fresh([], 5, 0) == ([], 0)
+    assert within_staleness([], 5, 0) == ([], 0)
 
 
 def test_gate_holds_workers_during_a_swap_and_stops_them():

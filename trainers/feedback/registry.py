@@ -13,7 +13,7 @@ from trainers.feedback.oracle_judge import OracleHints, OracleJudge
 from trainers.signals import JudgedStep
 
 
-class Judge(Protocol):
+class StepJudge(Protocol):
     def votes(self, steps: list[Step], salt: int = 0) -> list[Judgement]: ...
 
 
@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Feedback(Generic[T]):
+class FeedbackKind(Generic[T]):
     build: Callable[[FeedbackSources], T]
     needs_model: bool  # served by the frozen endpoint
     reads_labels: bool  # a task's labels or reference: only where there are tasks
@@ -66,19 +66,19 @@ def _next_state_hinter(s: FeedbackSources) -> Hinter:
     return lambda steps: [next_state_hint(st.step, s.hints_cfg.min_chars) for st in steps]
 
 
-JUDGES: dict[str, Feedback[Judge | None]] = {
-    "model": Feedback(lambda s: s.model_judge, needs_model=True, reads_labels=False),
-    "oracle": Feedback(lambda s: OracleJudge(s.judge_cfg.m), needs_model=False, reads_labels=True),
+JUDGES: dict[str, FeedbackKind[StepJudge | None]] = {
+    "model": FeedbackKind(lambda s: s.model_judge, needs_model=True, reads_labels=False),
+    "oracle": FeedbackKind(lambda s: OracleJudge(s.judge_cfg.m), needs_model=False, reads_labels=True),
 }
-HINTERS: dict[str, Feedback[Hinter]] = {
-    "model": Feedback(_model_hinter, needs_model=True, reads_labels=False),
-    "oracle": Feedback(_oracle_hinter, needs_model=False, reads_labels=True),
-    "next_state": Feedback(_next_state_hinter, needs_model=False, reads_labels=False),
-    "wish": Feedback(_wish_hinter, needs_model=False, reads_labels=True),
+HINTERS: dict[str, FeedbackKind[Hinter]] = {
+    "model": FeedbackKind(_model_hinter, needs_model=True, reads_labels=False),
+    "oracle": FeedbackKind(_oracle_hinter, needs_model=False, reads_labels=True),
+    "next_state": FeedbackKind(_next_state_hinter, needs_model=False, reads_labels=False),
+    "wish": FeedbackKind(_wish_hinter, needs_model=False, reads_labels=True),
 }
 
 
-def choose(table: dict[str, Feedback[T]], group: str, name: str) -> Feedback[T]:
+def choose(table: dict[str, FeedbackKind[T]], group: str, name: str) -> FeedbackKind[T]:
     """The table's entry for `name`, or an exit naming the choices (`hints=nope` stops the run at once)."""
     if name not in table:
         raise SystemExit(f"{group}={name} is unknown ({' | '.join(table)})")
