@@ -131,6 +131,39 @@ def harness_run(run_cli):
 
 
 @pytest.fixture(scope="session")
+def model_server(cfg, tmp_path_factory):
+    """One embedded server of the default model for the whole session (a start loads the model, ~15 s):
+    (the running servers, the model's path, its tokenizer). Tests talk to it through `served`. A test
+    that swaps its weights puts the initial ones back."""
+    from transformers import AutoTokenizer
+
+    from agents.factory import model_path
+    from agents.serving.backend import BackendConfig, serve_endpoints
+    from nextstate.config import model_config
+
+    model = model_config(cfg.model)
+    path = model_path(model, cfg.paths.cache_dir)
+    log = tmp_path_factory.mktemp("model_server") / "server.log"
+    with serve_endpoints(typed(cfg.backend, BackendConfig), path, model_name=model.name, dtype=model.dtype,
+                         log_path=log) as servers:
+        yield servers, path, AutoTokenizer.from_pretrained(path)
+
+
+@pytest.fixture
+def served(cfg, model_server):
+    """A client of the session's model server with the default sampling settings, one per test: a test
+    that changes `served.sampling` changes nothing for the next."""
+    from agents.factory import sampling_of
+    from agents.serving.http_policy import HTTPPolicy
+    from nextstate.config import model_config
+
+    servers, path, tokenizer = model_server
+    model = model_config(cfg.model)
+    return HTTPPolicy(servers.urls, tokenizer, sampling_of(model), model_name=model.name, model_path=str(path),
+                      api_key=servers.api_key)
+
+
+@pytest.fixture(scope="session")
 def sandbox_config(cfg):
     from envs.sandbox import SandboxConfig
 

@@ -94,16 +94,6 @@ def test_the_tools_go_as_the_api_field(scripted):
     assert scripted.requests[0][0]["tools"] == tools
 
 
-@pytest.fixture(scope="module")
-def served(cfg):
-    from agents.factory import serve_policy
-    from agents.serving.backend import BackendConfig
-    from nextstate.config import ModelConfig, typed
-
-    with serve_policy(typed(cfg.model, ModelConfig), typed(cfg.backend, BackendConfig), cfg.paths.cache_dir) as p:
-        yield p
-
-
 def _eval(served, tmp_path, *overrides) -> tuple[subprocess.CompletedProcess, list[dict]]:
     env = {**os.environ, "NEXTSTATE_TEST_KEY": served._api_key}
     p = subprocess.run([sys.executable, "-m", "harness.run", "agent=openai", f"agent.base_url={served.url}/v1",

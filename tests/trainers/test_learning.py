@@ -39,19 +39,6 @@ UPDATE = UpdateConfig(lr=2e-5, weight_decay=0.0, grad_clip=1.0, epochs=1, miniba
 ROUNDS = 4
 
 
-@pytest.fixture(scope="module")
-def served(cfg, tmp_path_factory):
-    """The frozen initial model behind the embedded server (the teacher, as `mode.teacher=frozen`)."""
-    from agents.factory import model_path, serve_policy
-    from agents.serving.backend import BackendConfig
-    from nextstate.config import model_config, typed
-
-    model_cfg = model_config(cfg.model)
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with serve_policy(model_cfg, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir, log_path=log) as policy:
-        yield policy, model_path(model_cfg, cfg.paths.cache_dir)
-
-
 MESSAGES = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": REQUEST}]
 
 
@@ -75,10 +62,10 @@ def _trajectories(model, prompt_ids: list[int], good_ids: list[int], bad_ids: li
 
 
 @pytest.mark.parametrize("signal", list(SIGNALS))
-def test_a_few_updates_make_the_preferred_reply_likelier(signal, served):
+def test_a_few_updates_make_the_preferred_reply_likelier(signal, served, model_server):
     from transformers import AutoModelForCausalLM
 
-    policy, path = served
+    policy, path = served, model_server[1]  # the frozen initial model: the teacher, as mode.teacher=frozen
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(path)
     optimizer = torch.optim.AdamW(model.parameters(), lr=UPDATE.lr, weight_decay=0.0)
@@ -128,7 +115,7 @@ def _tool_trajectories(model, env, task, tools, prompt_ids, replies) -> list[Tra
 
 
 @pytest.mark.parametrize("signal", list(SIGNALS))
-def test_a_general_agent_learns_the_right_tool_call(signal, served):
+def test_a_general_agent_learns_the_right_tool_call(signal, served, model_server):
     """The right call (the env labels it matching the reference, and its episode is solved) against a
     wrong one (another tool, a failed episode): every signal must move the policy toward the right call.
     The margin is what is asserted: both calls open with the same tokens (`<tool_call>`, `{"name": "`),
@@ -138,7 +125,7 @@ def test_a_general_agent_learns_the_right_tool_call(signal, served):
     from envs.toolcall.env import ToolCallEnv
     from envs.toolcall.templated import reference_actions, tools_for
 
-    policy, path = served
+    policy, path = served, model_server[1]  # the frozen initial model: the teacher, as mode.teacher=frozen
     task = _tool_task()
     env = ToolCallEnv(tasks=[task])
     tools = tools_for(task)

@@ -5,19 +5,11 @@ import json
 import pytest
 import requests
 
-from agents.factory import model_path, serve_policy
-from agents.serving.backend import BackendConfig
+from agents.factory import model_path
 from agents.serving.transformers_policy import SamplingConfig
 from nextstate.config import ModelConfig, typed
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def served(cfg):
-    m = typed(cfg.model, ModelConfig)
-    with serve_policy(m, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir) as policy:
-        yield policy
 
 
 def _post(policy, route, body):

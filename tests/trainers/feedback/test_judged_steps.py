@@ -1,6 +1,8 @@
 """The steps a judge is trained and measured on (mode=sft_judge): per request the reference, the
 default model's greedy reply and its sampled ones, in that order, each with the user's own verdict and
 the wish the complaint names; the sampled replies reproducible from the seed."""
+from dataclasses import replace
+
 import pytest
 
 from envs.chat.env import ChatEnv
@@ -10,17 +12,10 @@ from trainers.feedback.judge_accuracy import judged_steps
 SYSTEM = "You are a helpful personal assistant."
 
 
-@pytest.fixture(scope="module")
-def policy(tmp_path_factory):
-    from agents.factory import serve_policy
-    from agents.serving.backend import BackendConfig
-    from nextstate.config import compose, model_config, typed
-
-    cfg = compose(["model.max_new_tokens=32"])
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    with serve_policy(model_config(cfg.model), typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
-                      log_path=log) as served:
-        yield served
+@pytest.fixture
+def policy(served):
+    served.sampling = replace(served.sampling, max_new_tokens=32)
+    return served
 
 
 @pytest.mark.model
