@@ -86,6 +86,12 @@ def test_a_node_lost_mid_run_costs_no_sample(cluster, tmp_path):
             victim = next(n for n in nodes if n.node_id in hosting)
             left.extend(n.node_id for n in nodes if n is not victim)
             c.remove_node(victim, allow_graceful=False)
+            # Hold the loops until Ray has declared the node dead: on a loaded machine the workers left
+            # could otherwise finish all six updates before any call to the lost ones fails
+            deadline = time.monotonic() + 180
+            while any(n["NodeID"] == victim.node_id and n["Alive"] for n in ray.nodes()):
+                assert time.monotonic() < deadline, "Ray did not declare the removed node dead in 180 s"
+                time.sleep(0.5)
         if r.version == 5:
             after.extend(_nodes(loops.rollout_actors))
     reports = loops.run(updates=6, on_update=on_update)
