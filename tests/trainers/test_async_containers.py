@@ -12,7 +12,8 @@ import pytest
 
 from tests.paths import ROOT
 
-pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(600)]
+# an async run on Ray: ~45 s
+pytestmark = [pytest.mark.docker, pytest.mark.model, pytest.mark.timeout(600), pytest.mark.slow]
 
 
 def _containers(client, run_id):

@@ -18,7 +18,7 @@ from trainers.feedback.oracle_judge import OracleHints, OracleJudge
 from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
 
-pytestmark = [pytest.mark.model, pytest.mark.learning]
+pytestmark = [pytest.mark.model, pytest.mark.learning, pytest.mark.slow]  # ten runs of real updates: ~4 min together
 
 SYSTEM = "You are a helpful personal assistant. Reply to the user's message directly, in plain text."
 REQUEST = "What's a good name for a goldfish?"
