@@ -133,10 +133,23 @@ def conf_defaults(group: str, option: str, cls: type[T]) -> T:
     """The typed values of conf/<group>/<option>.yaml read as plain YAML: what a component built
     without a config gets (`gymnasium.make("nextstate/Terminal-v0")`). No Hydra, so an env never depends
     on the app; the values are still written once, in conf/."""
+    return typed(_group_option(group, option), cls)
+
+
+def _group_option(group: str, option: str) -> DictConfig:
+    """conf/<group>/<option>.yaml with its own `defaults` list (other options of the same group and
+    `_self_`, as conf/signal/*.yaml list `_base`) merged in order, as Hydra composes it."""
     path = CONF_DIR / group / f"{option}.yaml"
     if not path.is_file():
         raise FileNotFoundError(f"no config file {path}")
-    return typed(OmegaConf.load(path), cls)
+    node = OmegaConf.load(path)
+    defaults = list(node.pop("defaults", None) or [])
+    if "_self_" not in defaults:
+        defaults.append("_self_")
+    merged = OmegaConf.create()
+    for name in defaults:
+        merged = OmegaConf.merge(merged, node if name == "_self_" else _group_option(group, name))
+    return merged
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
