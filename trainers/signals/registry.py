@@ -4,7 +4,7 @@ A signal is a plain function from judged steps to training samples, registered w
 the judge's votes (`needs_judge`), the hinted teacher (`needs_hints`). The name picks the function,
 so a run filed as `outcome` cannot train with OPD, and the loops ask the entry, not flags, whether
 to start a judge or a teacher. Adding a signal: one module in this package that calls `register`,
-and one YAML in conf/signal/ (docs/signals.md walks through one).
+and one YAML in conf/signal/ (docs/training.md, "Adding a signal", walks through one).
 """
 from __future__ import annotations
 
