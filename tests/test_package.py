@@ -37,6 +37,7 @@ def run(installed: dict, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_configs_task_data_and_scripts(installed):
     site = installed["site"]
     assert (site / "conf" / "config.yaml").is_file()
@@ -58,6 +59,7 @@ def test_the_readme_gymnasium_snippet_runs_from_the_wheel(installed):
     assert "OBS " in p.stdout
 
 
+@pytest.mark.slow
 def test_harness_run_works_from_the_wheel_outside_the_checkout(installed):
     p = run(installed, "-m", "harness.run", "env=chat", "agent=oracle", "limit=1", "progress=false")
     assert p.returncode == 0, p.stdout[-1500:] + p.stderr[-2000:]

@@ -20,6 +20,7 @@ def policy(cfg):
     return TransformersPolicy.load(model_path(m, cfg.paths.cache_dir), sampling_of(m), model_name=m.name)
 
 
+@pytest.mark.slow
 def test_generation_keeps_tokens_and_logprobs_aligned_with_scoring(policy):
     msgs = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a color."}]
     policy.sampling = type(policy.sampling)(24, 1.0, 1.0, 2048)
@@ -31,6 +32,7 @@ def test_generation_keeps_tokens_and_logprobs_aligned_with_scoring(policy):
         assert max(abs(a - b) for a, b in zip(scored, g.logprobs)) < 1e-3
 
 
+@pytest.mark.slow
 def test_greedy_is_deterministic(policy):
     msgs = [{"role": "user", "content": "Say hello."}]
     policy.sampling = type(policy.sampling)(12, 0.0, 1.0, 2048)

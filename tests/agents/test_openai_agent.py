@@ -104,6 +104,7 @@ def _eval(served, tmp_path, *overrides) -> tuple[subprocess.CompletedProcess, li
     return p, list(csv.DictReader(board.open())) if board.exists() else []
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_agent_openai_evaluates_tool_call_tasks_through_the_embedded_server(served, tmp_path):
     p, rows = _eval(served, tmp_path, "env=toolcall", "env.suite=templated", "limit=3")

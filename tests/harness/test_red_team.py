@@ -140,6 +140,7 @@ def _one_run_dir(results: Path) -> Path:
     return runs[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", list(KILLS))
 def test_kill_9_at_each_write_point_then_resume_files_exactly_one_row(attacked, attack):
     results, first, resume, again, _ = attacked[attack]
@@ -162,11 +163,13 @@ def test_kill_9_at_each_write_point_then_resume_files_exactly_one_row(attacked, 
     _one_run_dir(results)
 
 
+@pytest.mark.slow  # the kill -9 runs of `attacked`
 def test_a_torn_trajectory_line_is_dropped_with_a_warning_and_its_episode_run_again(attacked):
     _, _, resume, _, _ = attacked["half-way through a trajectory line"]
     assert "dropped a torn last line" in resume.stderr and "trajectories.jsonl" in resume.stderr
 
 
+@pytest.mark.slow  # the kill -9 runs of `attacked`
 def test_a_pending_row_is_named_when_filed_on_resume(attacked):
     for attack in ("before the leaderboard append", "after the append, before the filed mark"):
         _, _, resume, _, _ = attacked[attack]
@@ -174,6 +177,7 @@ def test_a_pending_row_is_named_when_filed_on_resume(attacked):
         assert "already finished" in resume.stdout
 
 
+@pytest.mark.slow  # the kill -9 runs of `attacked`
 def test_a_malformed_leaderboard_keeps_the_runs_row_and_files_it_once_repaired(attacked):
     results, first, _, _, lb_before = attacked[TORN_LB]
     lb = results / "leaderboard.csv"

@@ -104,6 +104,7 @@ def _regress(tmp_path, cfg: dict, *args):
                           env=dict(os.environ, COLUMNS="200"))
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_cli_update_pass_regression_and_refusal(tmp_path):
     cfg = yaml.safe_load((ROOT / "conf/regress/default.yaml").read_text())
@@ -134,6 +135,7 @@ def test_cli_update_pass_regression_and_refusal(tmp_path):
     assert csv_path.read_text() == before
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_update_reports_the_loss_of_its_own_batch_before_and_after(cfg):
     """What `loss_drop` reads: with 2 epochs of one minibatch, the first pass is at the rollout

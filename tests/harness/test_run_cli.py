@@ -13,6 +13,7 @@ import pytest
 from nextstate.atomic import read_jsonl
 from nextstate.leaderboard import read_rows
 from tests.paths import ROOT
+from tests.sampling import spread
 
 pytestmark = pytest.mark.docker
 
@@ -39,7 +40,7 @@ def test_unknown_agent_is_a_clear_error(tmp_path, harness_run):
     assert p.returncode != 0 and "agent" in p.stderr and "nobody" in p.stderr
 
 
-@pytest.mark.parametrize("overrides, says", [
+@pytest.mark.parametrize("overrides, says", spread([
     (["limit=-1"], "limit=-1: must be at least 1"),  # once ran every task but the last, without a word
     (["limit=0"], "limit=0: must be at least 1"),
     (["split=dev"], "split='dev': choose one of train, test, all"),
@@ -58,7 +59,7 @@ def test_unknown_agent_is_a_clear_error(tmp_path, harness_run):
     # ignored before: training evaluated every test task, and sampled rollouts at top_p 1.0
     (["mode=train", "limit=2"], "limit=2 selects the tasks of mode=eval; use mode.eval_limit=2"),
     (["mode=train", "model.top_p=0.9"], "model.top_p=0.9: training samples at top_p 1.0"),
-])
+], lambda case: " ".join(case[0]), fast=6))
 def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says, harness_run):
     p = harness_run(tmp_path, "env=toolcall", "agent=oracle", *overrides)
     assert p.returncode != 0 and says in p.stderr, p.stderr[-2000:]
@@ -66,6 +67,7 @@ def test_a_bad_number_stops_the_run_before_it_starts(tmp_path, overrides, says, 
     assert not (tmp_path / "leaderboard.csv").exists()
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume(tmp_path, docker, harness_run):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-m", "harness.run", "progress=false", "agent=oracle",
@@ -108,6 +110,7 @@ def test_resume_needs_a_run_there(tmp_path, harness_run):
     assert not (tmp_path / "nowhere").exists() and not (tmp_path / "leaderboard.csv").exists()
 
 
+@pytest.mark.slow
 def test_resume_with_another_config_is_refused_with_the_runs_own_command(tmp_path, harness_run):
     run_dir = _finished_run(tmp_path, harness_run)
     p = harness_run(tmp_path, f"resume={run_dir}")  # the defaults: another env and agent
@@ -117,6 +120,7 @@ def test_resume_with_another_config_is_refused_with_the_runs_own_command(tmp_pat
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1
 
 
+@pytest.mark.slow
 def test_resuming_a_finished_run_files_no_second_row(tmp_path, harness_run):
     run_dir = _finished_run(tmp_path, harness_run)
     p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "parallel=1", f"resume={run_dir}")
@@ -129,6 +133,7 @@ GATED_ORACLE = ["agent=oracle", "agent.name=gated_oracle",
                 "agent._target_=tests.fixtures.gated_agent.GatedOracleAgent"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
     """Interrupted twice (the second time while resuming), each time the printed command names the
     run's own dir and overrides, and running it finishes the run. No race on the oracle's speed (the
@@ -173,6 +178,7 @@ def test_ctrl_c_prints_the_command_that_resumes_the_same_run_dir(tmp_path):
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1
 
 
+@pytest.mark.slow
 def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path, harness_run):
     """A sweep's job dir (hydra.run.dir / hydra.sweep.dir) run again goes on only as the same run."""
     run_dir = tmp_path / "job"
@@ -184,6 +190,7 @@ def test_a_run_dir_run_again_with_another_config_is_refused(tmp_path, harness_ru
     assert "name: oracle" in (run_dir / "config.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_a_run_that_graded_nothing_exits_non_zero_and_files_no_row(tmp_path, harness_run):
     # Docker unreachable: every terminal episode is an infra failure, and a 0% row once ranked as a result
     p = harness_run(tmp_path, "env=terminal", "agent=oracle", "limit=1", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
@@ -229,6 +236,7 @@ def test_make_help_lists_the_targets():
         assert f"make {target} " in p.stdout, target
 
 
+@pytest.mark.slow
 def test_run_log_holds_the_runs_lines_and_the_bar_counts_steps(tmp_path, harness_run):
     p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "progress=true")
     assert p.returncode == 0, p.stderr[-2000:]
@@ -239,6 +247,7 @@ def test_run_log_holds_the_runs_lines_and_the_bar_counts_steps(tmp_path, harness
     assert "steps=" in p.stderr and "success=2" in p.stderr
 
 
+@pytest.mark.slow
 def test_a_sweep_says_how_many_runs_it_has_and_what_is_left(tmp_path, run_cli):
     p = run_cli("harness.run", "-m", "progress=false", "env=toolcall", "agent=oracle,noop", "limit=1", "seed=0,1",
                 env={"NEXTSTATE_RESULTS": tmp_path}, timeout=600)

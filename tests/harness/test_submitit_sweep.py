@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from nextstate.leaderboard import read_rows
 from tests.fixtures import fake_slurm
 from tests.paths import ROOT
@@ -21,6 +23,7 @@ def _sweep(run_cli, results: Path, *overrides):
                    env={"NEXTSTATE_RESULTS": results}, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_submitit_sweep_files_every_jobs_row_in_one_leaderboard(tmp_path, run_cli):
     p = _sweep(run_cli, tmp_path, "seed=0,1")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
@@ -46,6 +49,7 @@ def test_a_submitit_sweep_files_every_jobs_row_in_one_leaderboard(tmp_path, run_
     assert sum("already finished" in log.read_text() for log in (sweep / ".submitit").glob("*/*_log.out")) == 2
 
 
+@pytest.mark.slow
 def test_slurm_jobs_file_into_the_sweeps_leaderboard_even_given_no_environment(tmp_path, run_cli):
     """`hydra/launcher=slurm` end to end through submitit's SLURM executor, on a stand-in for SLURM
     (tests/fixtures/fake_slurm.py) whose jobs get no environment, as with `sbatch --export=NONE`: the

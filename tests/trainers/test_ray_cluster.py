@@ -17,7 +17,7 @@ from tests.trainers.test_ray_loops import LOOPBACK, ray_addresses
 from trainers.ray_loops import Placement, RayLoops, Roles
 from trainers.ray_runtime import loopback_ray
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture

@@ -141,6 +141,7 @@ def test_each_update_says_from_which_group_a_resume_must_start(produce_s):
     assert reports[0].open_from in (10, 11)  # the first batch: 3 samples of groups of 2, in any order
 
 
+@pytest.mark.slow
 def test_several_judges_work_on_groups_at_once():
     loops = _loops(judge_s=0.2, workers=4, judges=3, batch_size=6, max_staleness=100)
     spans = []
@@ -217,6 +218,7 @@ def _dying(tmp_path, die_at, times, **kw):
     return RayLoops(roles, **kw)
 
 
+@pytest.mark.slow
 def test_a_long_run_outlives_more_trainer_deaths_than_the_restart_budget(tmp_path):
     """`ray.max_restarts` bounds deaths in a row on the same work, not over a run (a proxy that runs
     for days is killed for memory now and then): four deaths, each on another update, with a budget
@@ -231,6 +233,7 @@ def test_a_long_run_outlives_more_trainer_deaths_than_the_restart_budget(tmp_pat
     assert len(used) == len(set(used))
 
 
+@pytest.mark.slow
 def test_a_trainer_that_dies_on_every_try_of_an_update_stops_the_run_and_says_so(tmp_path):
     """An update that cannot be made (a batch that never fits in memory) must not loop for ever."""
     loops = _dying(tmp_path, die_at=(2,), times=100, workers=1, batch_size=2, max_staleness=100,

@@ -19,6 +19,7 @@ def test_sft_refuses_test_tasks():
                             seed=0, parallel=1, progress=False)
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_sft_lowers_train_loss_and_masks_the_prompt(cfg):
     import torch

@@ -39,6 +39,7 @@ def test_oracle_hints_come_only_from_the_current_task():
     assert oracle_hint([], 0) is None
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_ppo_update_changes_every_trained_parameter(cfg):
     from transformers import AutoModelForCausalLM
@@ -75,6 +76,7 @@ def test_micro_batches_keep_an_episodes_steps_together_within_the_token_budget()
     assert micro_batches([step0, other], 0) == [[step0, other]]
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_an_update_in_micro_batches_moves_the_weights_as_one_pass_does(cfg):
     """Gradient accumulation over parts weighted by their share of samples is the minibatch's own

@@ -28,6 +28,7 @@ def _post(policy, body: dict, timeout: float = 120) -> requests.Response:
     return requests.post(policy.url + "/generate", json=body, headers=policy.headers, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.red_team
 @pytest.mark.timeout(300)
 def test_a_huge_reply_at_temperature_zero_does_not_hold_short_requests_and_ends_at_the_deadline(served):
@@ -88,6 +89,7 @@ def test_the_embedded_server_refuses_an_oversized_body_before_reading_it(served)
         assert s.recv(4096).startswith(b"HTTP/1.1 413")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_weight_update_waits_for_the_reply_in_progress_so_no_reply_mixes_two_versions(served):
     prompt = served.prompt_ids([{"role": "user", "content": "Tell me a long story."}])

@@ -32,6 +32,7 @@ def _server_processes(urls: list[str]) -> bytes:
     return found
 
 
+@pytest.mark.slow
 def test_two_replicas_start_two_embedded_servers_balance_over_them_and_both_stop_after(cfg, tmp_path):
     model = replace(typed(cfg.model, ModelConfig), max_new_tokens=4)
     backend = replace(typed(cfg.backend, BackendConfig), replicas=2)

@@ -219,6 +219,7 @@ def test_a_stream_is_read_whole_in_either_of_sglangs_two_ways_of_streaming(serve
             reply.add(e)
 
 
+@pytest.mark.slow
 def test_the_backend_preflight_passes_on_the_embedded_server_and_names_what_breaks(served):
     """`python -m harness.backend_check` runs these checks on any server (a real SGLang one on a GPU
     machine). On the embedded server all pass; a client that reads logprobs wrong, or a server that

@@ -17,6 +17,7 @@ from envs.gui.solvers import MINIWOB_SOLVERS
 from envs.limits import EpisodeLimits
 from nextstate.config import REPO_ROOT
 from nextstate.leaderboard import read_rows
+from tests.sampling import spread
 
 pytestmark = pytest.mark.chromium
 
@@ -59,7 +60,7 @@ def test_miniwob_solvers(env, task_id):
         assert info["success"] and reward == 1.0 and info["raw_reward"] == 1.0, (task_id, seed, history, info)
 
 
-@pytest.mark.parametrize("task", APPS, ids=lambda t: t.task_id)
+@pytest.mark.parametrize("task", spread(APPS, lambda t: t.task_id))
 def test_oracle_solves_every_app(env, gui_config, task):
     traj = run_episode(env, OracleAgent(), task, gui_config.system_prompt, seed=0)
     assert not traj.infra_failure, traj.infra_reason
@@ -69,7 +70,7 @@ def test_oracle_solves_every_app(env, gui_config, task):
     assert shots and all(p and Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in shots)
 
 
-@pytest.mark.parametrize("task", APPS, ids=lambda t: t.task_id)
+@pytest.mark.parametrize("task", spread(APPS, lambda t: t.task_id))
 def test_noop_fails_every_app(env, gui_config, task):
     traj = run_episode(env, NoopAgent(), task, gui_config.system_prompt, seed=0)
     assert not traj.infra_failure and not traj.success and traj.outcome == 0.0

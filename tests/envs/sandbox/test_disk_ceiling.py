@@ -51,6 +51,7 @@ def _written(text: str) -> int:
     return int(text.rsplit("wrote ", 1)[1].split()[0])
 
 
+@pytest.mark.slow
 def test_the_daemon_refuses_the_write_past_the_limit_however_fast_the_writer(btrfs_daemon, sandbox_config,
                                                                              blind_watch):
     client, _, image = btrfs_daemon
@@ -79,6 +80,7 @@ def test_a_copy_into_a_full_container_is_the_agents_not_infra(btrfs_daemon, sand
             sb.upload_bytes(b"x" * (8 * MiB), "/tests/big.bin")
 
 
+@pytest.mark.slow
 def test_a_disk_the_agent_filled_fails_its_grading_not_the_harness(btrfs_daemon, terminal_config, sandbox_config,
                                                                    monkeypatch):
     """A root agent fills its disk to the limit and says DONE: the tests cannot be copied in, and

@@ -15,6 +15,7 @@ from envs.swe.grading import grade_patch
 from envs.swe.instances import load_swe_suite
 from nextstate.types import Task
 from tests.paths import ROOT
+from tests.sampling import spread
 
 pytestmark = pytest.mark.docker
 SUITE = load_swe_suite(ROOT / "envs" / "tasks" / "swe" / "instances.jsonl")
@@ -38,7 +39,7 @@ def episode(env, cfg, replies, task_id):
     return run_episode(env, ReplayAgent(replies, then="SUBMIT"), BY_ID[task_id], cfg.system_prompt)
 
 
-@pytest.mark.parametrize("task", SUITE, ids=lambda t: t.task_id)
+@pytest.mark.parametrize("task", spread(SUITE, lambda t: t.task_id))
 def test_gold_patch_resolves(env, swe_config, task):
     traj = run_episode(env, OracleAgent(), task, swe_config.system_prompt)
     assert not traj.infra_failure, traj.infra_reason
@@ -51,7 +52,7 @@ def test_gold_patch_resolves(env, swe_config, task):
     assert not status["FAIL_TO_PASS"]["failure"] and not status["PASS_TO_PASS"]["failure"]
 
 
-@pytest.mark.parametrize("task", SUITE, ids=lambda t: t.task_id)
+@pytest.mark.parametrize("task", spread(SUITE, lambda t: t.task_id))
 def test_empty_patch_does_not_resolve(env, swe_config, task):
     traj = run_episode(env, NoopAgent(), task, swe_config.system_prompt)
     assert not traj.infra_failure and not traj.success and traj.outcome == 0.0
@@ -285,6 +286,7 @@ def test_max_steps_truncates_and_still_grades(env, swe_config):
     assert traj.success  # the work done before the cut is graded
 
 
+@pytest.mark.slow
 def test_cli_oracle_and_noop(tmp_path, env, harness_run):
     oracle, noop = (harness_run(tmp_path, "env=swe", f"agent={agent}", "limit=2") for agent in ("oracle", "noop"))
     assert oracle.returncode == 0, oracle.stderr[-3000:]

@@ -121,6 +121,7 @@ def env(terminal_config, sandbox_config, terminal_image):
     e.close()
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_the_oracle_passes_every_valid_fixture_through_the_cli(tmp_path, harness_run):
     """`python -m harness.run env=terminal env.tasks_dir=tests/fixtures/harbor agent=oracle`, as a

@@ -392,6 +392,7 @@ def kills_during_grading(env, docker, task) -> list[tuple]:
     return landed
 
 
+@pytest.mark.slow
 def test_a_container_killed_during_grading_is_an_infra_failure_not_a_failed_task(env, docker):
     """`docker kill` while the tests run ends the exec (126, 137) a moment before the container's state
     says it stopped; before the fix every such kill was filed as the agent's failed task (5 of 9)."""
@@ -399,6 +400,7 @@ def test_a_container_killed_during_grading_is_an_infra_failure_not_a_failed_task
     assert all(infra for _, infra, _ in landed), landed
 
 
+@pytest.mark.slow
 def test_a_container_killed_while_a_harbor_verifier_runs_is_an_infra_failure(tmp_path, terminal_config,
                                                                              sandbox_config, docker):
     """The same for Harbor's test.sh (a verifier that takes a second), whose reward file is then read

@@ -82,6 +82,7 @@ def _bits(task, cwd) -> str:
                           text=True).stdout
 
 
+@pytest.mark.slow
 def test_every_reference_solves_its_instance_step_by_step(suite, tmp_path):
     """In a local shell (the same bash and coreutils the sandbox has): the setup leaves the task
     unsolved, each reference command exits 0 and makes progress, and the last one solves it."""

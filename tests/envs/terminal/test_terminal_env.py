@@ -10,6 +10,7 @@ from envs.limits import EpisodeLimits
 from envs.task_formats import load_suite, load_task_dir
 from envs.terminal.env import TerminalEnv
 from tests.paths import FIXTURES, ROOT
+from tests.sampling import spread
 
 pytestmark = pytest.mark.docker
 SUITE = load_suite(ROOT / "envs" / "tasks" / "terminal")
@@ -23,7 +24,7 @@ def env(terminal_config, sandbox_config, terminal_image):
     e.close()
 
 
-@pytest.mark.parametrize("task", SUITE + [HARBOR], ids=lambda t: t.task_id)
+@pytest.mark.parametrize("task", spread(SUITE + [HARBOR], lambda t: t.task_id))
 def test_oracle_solves(env, terminal_config, task):
     traj = run_episode(env, OracleAgent(), task, terminal_config.system_prompt)
     assert not traj.infra_failure, traj.infra_reason
@@ -31,7 +32,7 @@ def test_oracle_solves(env, terminal_config, task):
     assert traj.steps[-1].reward == 1.0 and traj.terminated
 
 
-@pytest.mark.parametrize("task", SUITE + [HARBOR], ids=lambda t: t.task_id)
+@pytest.mark.parametrize("task", spread(SUITE + [HARBOR], lambda t: t.task_id))
 def test_noop_fails(env, terminal_config, task):
     traj = run_episode(env, NoopAgent(), task, terminal_config.system_prompt)
     assert not traj.infra_failure and not traj.success and traj.outcome == 0.0

@@ -10,6 +10,7 @@ from nextstate.leaderboard import read_rows
 pytestmark = pytest.mark.docker
 
 
+@pytest.mark.slow
 def test_oracle_and_noop_rows(tmp_path, harness_run):
     p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "split=test")
     assert p.returncode == 0, p.stderr[-3000:]

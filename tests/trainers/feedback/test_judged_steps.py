@@ -18,6 +18,7 @@ def policy(served):
     return served
 
 
+@pytest.mark.slow
 @pytest.mark.model
 def test_reference_greedy_then_sampled_replies_with_the_users_verdicts(env_config, policy):
     env = ChatEnv(env_config("chat", "env.persona=brief"), split="test")

@@ -30,6 +30,7 @@ SECRET = "sk-red-team-0123456789"
 SPECIAL = ("<|endoftext|>", "<|im_end|>", "<|im_start|>")  # SmolLM2's chat template tokens, as the tokenizer has them
 
 
+@pytest.mark.slow
 @pytest.mark.red_team
 def test_an_api_key_given_on_the_command_line_is_never_written_down_or_printed(tmp_path):
     with socket.socket() as s:  # a taken port: the run stops right after the app's start, before the model
@@ -48,6 +49,7 @@ def test_an_api_key_given_on_the_command_line_is_never_written_down_or_printed(t
     assert SECRET not in p.stdout + p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.red_team
 def test_a_run_that_fails_does_not_print_the_key_with_its_overrides(tmp_path):
     p = subprocess.run([sys.executable, "-m", "harness.run", "mode=proxy", "signal=opd", "hints=next_state",
@@ -322,6 +324,7 @@ def test_a_streamed_reply_frees_its_session_even_if_never_read():
     assert proxy.book.open_sessions == 1 and proxy.book._busy == set()
 
 
+@pytest.mark.slow
 @pytest.mark.red_team
 @pytest.mark.model
 @pytest.mark.timeout(900)

@@ -230,6 +230,7 @@ def test_a_killed_proxy_resumes_with_its_waiting_replies_and_untrained_steps(tmp
     assert sorted(r["pending"] for r in journal) == ["alice", "bob"] and all("step" not in r for r in journal)
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_a_clear_error_before_anything_starts(tmp_path):
     import socket
 

@@ -13,6 +13,7 @@ from tests.paths import ROOT
 SECRET = "sk-sweep-red-team-0123456789"
 
 
+@pytest.mark.slow
 @pytest.mark.red_team
 def test_a_sweeps_multirun_yaml_does_not_keep_the_key_in_clear(tmp_path):
     with socket.socket() as s:  # a taken port: each job stops right after the app's start, before the model
@@ -32,6 +33,7 @@ def test_a_sweeps_multirun_yaml_does_not_keep_the_key_in_clear(tmp_path):
     assert [f for f, text in written.items() if SECRET in text] == []
 
 
+@pytest.mark.slow
 @pytest.mark.red_team
 def test_a_submitit_sweep_takes_the_key_from_the_environment_never_the_command(tmp_path):
     """submitit pickles each job's overrides into `.submitit/<job>/*_submitted.pkl` before the job runs

@@ -59,6 +59,7 @@ def test_every_category_loads_with_ids_and_splits(env):
         assert 0.1 < share < 0.3, (category, share)  # bfcl_test_fraction 0.2, by a fixed hash
 
 
+@pytest.mark.slow
 def test_oracle_solves_every_entry_but_the_known_broken_ones(env, config):
     failed = []
     for task in env.tasks:
