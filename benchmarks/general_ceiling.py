@@ -23,21 +23,20 @@ from pathlib import Path
 from agents.base import ModelAgent
 from agents.factory import model_path, serve_policy
 from agents.pool import EnvPool, run_episodes
-from agents.serving.backend import BackendConfig
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
-from nextstate.config import compose, model_config, typed
+from harness.job import compose_job
 
 
 def start_model(experiment: str, overrides: list[str]):
-    """The experiment's config, its model config and the weights it trains from (`model.init_from`,
+    """The experiment's typed job, its model config and the weights it trains from (`model.init_from`,
     e.g. the SFT warm start), which must exist."""
-    cfg = compose([f"+experiment={experiment}", *overrides])
-    mc = model_config(cfg.model)
-    path = Path(mc.init_from or model_path(mc, cfg.paths.cache_dir))
+    job = compose_job([f"+experiment={experiment}", *overrides])
+    mc = job.model
+    path = Path(mc.init_from or model_path(mc, job.paths.cache_dir))
     if not path.exists():
         raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
-    return cfg, mc, path
+    return job, mc, path
 
 
 def main() -> None:
@@ -47,25 +46,25 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="the first N test instances (default: all)")
     ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. model.init_from=...")
     args = ap.parse_args()
-    cfg, mc, path = start_model(args.experiment, args.overrides)
+    job, mc, path = start_model(args.experiment, args.overrides)
     t0 = time.monotonic()
     run_dir = Path("/tmp/general_ceiling")
     run_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        make_env, env_cfg = env_maker(cfg, run_dir, split="test")
+        make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split="test")
         pool = EnvPool(make_env)
         stack.callback(pool.close)
         tasks = pool.get().unwrapped.tasks[: args.limit]
-        policy = stack.enter_context(serve_policy(mc, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
+        policy = stack.enter_context(serve_policy(mc, job.backend, job.paths.cache_dir,
                                                   path=path, log_path=run_dir / "server.log"))
         greedy_sampling = SamplingConfig(mc.max_new_tokens, 0.0, 1.0, mc.max_prompt_tokens)
-        hot = SamplingConfig(mc.max_new_tokens, cfg.mode.rollout_temperature, 1.0, mc.max_prompt_tokens)
+        hot = SamplingConfig(mc.max_new_tokens, job.mode.rollout_temperature, 1.0, mc.max_prompt_tokens)
         greedy = run_episodes(pool, lambda i: ModelAgent(policy, greedy_sampling), tasks,
-                              system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
+                              system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
                               desc="greedy")
         repeated = [t for t in tasks for _ in range(args.k)]
         sampled = run_episodes(pool, lambda i: ModelAgent(policy, hot, seed=1000 + i), repeated,
-                               system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
+                               system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
                                desc=f"{args.k} samples each")
     rows = defaultdict(lambda: {"n": 0, "greedy": 0, "samples": 0, "pass": 0})
     for i, task in enumerate(tasks):
@@ -87,7 +86,7 @@ def main() -> None:
     print(json.dumps({"metric": "general_start_pass_at_k_minus_greedy",
                       "value": round(s[f"pass_at_{args.k}"] - s["greedy"], 3), "target": "greedy in 0.05-0.7, "
                       "pass@k clearly above", "higher_is_better": True, "experiment": args.experiment,
-                      "k": args.k, "temperature": cfg.mode.rollout_temperature, **summary}))
+                      "k": args.k, "temperature": job.mode.rollout_temperature, **summary}))
 
 
 if __name__ == "__main__":

@@ -28,13 +28,11 @@ from general_ceiling import start_model  # the script beside this one
 from agents.base import OracleAgent
 from agents.factory import serve_policy
 from agents.pool import EnvPool, run_episodes
-from agents.serving.backend import BackendConfig
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.toolcall.parse import parse_reply
 from envs.toolcall.templated import answer_is_correct, same_call
-from nextstate.config import typed
-from trainers.feedback.model_judge import HintConfig, teacher_messages
+from trainers.feedback.model_judge import teacher_messages
 
 
 def step_correct(reply: str, reference: str, expect) -> bool:
@@ -52,20 +50,20 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=40, help="train instances (their oracle trajectories)")
     ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. hints.teacher_suffix=...")
     args = ap.parse_args()
-    cfg, mc, path = start_model(args.experiment, args.overrides)
-    hints = typed(cfg.hints, HintConfig)
+    job, mc, path = start_model(args.experiment, args.overrides)
+    hints = job.hints
     t0 = time.monotonic()
     run_dir = Path("/tmp/hinted_teacher")
     run_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        make_env, env_cfg = env_maker(cfg, run_dir, split="train")
+        make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split="train")
         pool = EnvPool(make_env)
         stack.callback(pool.close)
         env = pool.get().unwrapped
         tasks = random.Random(0).sample(env.tasks, min(args.limit, len(env.tasks)))  # every template
         trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=env_cfg.system_prompt,
-                             seed=cfg.seed, parallel=1, progress=False)
-        policy = stack.enter_context(serve_policy(mc, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
+                             seed=job.seed, parallel=1, progress=False)
+        policy = stack.enter_context(serve_policy(mc, job.backend, job.paths.cache_dir,
                                                   path=path, log_path=run_dir / "server.log"))
         greedy = SamplingConfig(mc.max_new_tokens, 0.0, 1.0, mc.max_prompt_tokens)
         steps = [(task, step) for task, traj in zip(tasks, trajs) for step in traj.steps]

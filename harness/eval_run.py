@@ -2,19 +2,25 @@
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-
-from omegaconf import DictConfig, OmegaConf
 
 from agents.factory import agent_factory, serve_policy
 from agents.pool import EnvPool
-from agents.serving.backend import BackendConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
 from harness.evaluate import GradedNothing, evaluate
 from harness.reports.console import print_summary
-from nextstate.config import model_config, suite_of, typed
+from nextstate.config import suite_of
 from trainers.curriculum import without_tags
+from trainers.job import Job
+
+
+@dataclass
+class EvalConfig:
+    """conf/mode/eval.yaml: mode=eval reads the top-level keys (split, limit, agent)."""
+
+    name: str
 
 
 def select_tasks(env, limit: int | None, exclude_tags=None):
@@ -23,28 +29,27 @@ def select_tasks(env, limit: int | None, exclude_tags=None):
     return tasks[:limit] if limit else tasks
 
 
-def eval_main(cfg: DictConfig, run_dir: Path) -> dict:
+def eval_main(job: Job, run_dir: Path) -> dict:
     """mode=eval: the agent on the split's tasks, one leaderboard row."""
-    split = None if cfg.split == "all" else cfg.split
-    make_env, env_cfg = env_maker(cfg, run_dir, split)
+    split = None if job.split == "all" else job.split
+    make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split)
     pool = EnvPool(make_env)
-    model_cfg = model_config(cfg.model)
     with ExitStack() as stack:
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)
         policy = None
-        if cfg.agent.get("served"):
-            policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig),
-                                                      cfg.paths.cache_dir, log_path=run_dir / "server.log"))
-        tasks = select_tasks(pool.get(), cfg.limit, cfg.get("exclude_tags"))
-        make_agent = agent_factory(OmegaConf.to_container(cfg.agent, resolve=True), policy)
+        if job.agent.get("served"):
+            policy = stack.enter_context(serve_policy(job.model, job.backend, job.paths.cache_dir,
+                                                      log_path=run_dir / "server.log"))
+        tasks = select_tasks(pool.get(), job.limit, job.exclude_tags)
+        make_agent = agent_factory(job.agent, policy)
         result = evaluate(
             pool, make_agent, tasks, run_dir=run_dir,
-            system_prompt=env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
-            leaderboard=Path(cfg.paths.results_dir) / "leaderboard.csv", progress=cfg.progress,
-            row_fields={"env": env_cfg.name, "suite": suite_of(env_cfg), "split": cfg.split,
-                        "agent": cfg.agent.name,
-                        "model": model_cfg.name if policy else (cfg.agent.get("model") or "-"),
+            system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
+            leaderboard=Path(job.paths.results_dir) / "leaderboard.csv", progress=job.progress,
+            row_fields={"env": env_cfg.name, "suite": suite_of(env_cfg), "split": job.split,
+                        "agent": job.agent["name"],
+                        "model": job.model.name if policy else (job.agent.get("model") or "-"),
                         "signal": "none"},
         )
     print_summary(result)

@@ -2,14 +2,11 @@
 mode=eval|train|async|proxy|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
-import importlib
 import shutil
 import signal
 import sys
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -17,6 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import envs  # noqa: F401  (registers the environments)
 from envs.sandbox import docker_client, reap_orphans
+from harness.job import job_of
+from harness.modes import MODES
 from harness.reports.plots import write_sweep_plot
 from harness.resume import (
     already_finished,
@@ -32,30 +31,6 @@ from harness.run_log import tee_output
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, ConfigError, run_config, typed, unknown_root_keys
 from nextstate.leaderboard import file_pending_row
-
-
-@dataclass(frozen=True)
-class Mode:
-    """What `mode=<name>` runs: `main(cfg, run_dir) -> metrics`, imported when the mode runs (training
-    pulls in torch), and what the app does around it."""
-
-    main: str  # "module:function"
-    finishes: bool  # writes metrics.json at the end: a finished run dir is returned as it is
-    sweep_plot: bool  # a point of a Hydra sweep's success-vs-samples plot
-
-    def load(self) -> Callable[[DictConfig, Path], dict]:
-        module, name = self.main.split(":")
-        return getattr(importlib.import_module(module), name)
-
-
-MODES = {
-    "eval": Mode("harness.eval_run:eval_main", finishes=True, sweep_plot=False),
-    "train": Mode("trainers.sync:train_main", finishes=True, sweep_plot=True),
-    "async": Mode("trainers.async_train:async_main", finishes=True, sweep_plot=True),
-    "proxy": Mode("trainers.proxy.run:proxy_main", finishes=False, sweep_plot=False),
-    "sft": Mode("trainers.sft_run:sft_main", finishes=False, sweep_plot=False),
-    "sft_judge": Mode("trainers.sft_judge:sft_judge_main", finishes=False, sweep_plot=False),
-}
 
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
@@ -124,7 +99,8 @@ def main(cfg: DictConfig) -> dict:
     with tee_output(run_dir / "run.log"):
         print(f"[nextstate] mode={cfg.mode.name} env={cfg.env.name} agent={cfg.agent.name} seed={cfg.seed}: "
               f"{run_dir}", flush=True)  # the first line, before the model or the sandboxes start
-        metrics = mode.load()(cfg, run_dir)
+        main_of_mode, mode_config = mode.load()
+        metrics = main_of_mode(job_of(cfg, mode_config, trains=mode.trains), run_dir)
     return _plotting_sweep(metrics) if mode.sweep_plot else metrics
 
 

@@ -89,7 +89,7 @@ def cfg():
 def env_config():
     """`env_config("toolcall", "env.suite=bfcl_all")`: the typed config of that env, composed as the
     app composes it (`env=<name>` plus the overrides), checked as a run checks it."""
-    from envs.make import env_config as typed_env_config
+    from harness.job import env_config as typed_env_config
 
     def make(name: str, *overrides: str):
         return typed_env_config(compose([f"env={name}", *overrides]).env)

@@ -1,5 +1,5 @@
 """The parts of `mode=async` as the Ray loops' roles (trainers/ray_loops.py): each is built in its
-own actor process from a `RunSpec` (the run's resolved config and the servers' endpoints) and
+own actor process from a `RunSpec` (the run's typed `Job` and the servers' endpoints) and
 reaches the servers over HTTP, so a worker may run on any node that has what its env needs."""
 from __future__ import annotations
 
@@ -7,15 +7,13 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from agents.base import ModelAgent
 from agents.pool import EnvPool
 from agents.rollout import run_episode
 from agents.serving.http_policy import Endpoints
-from nextstate.config import model_config, typed
 from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from trainers.curriculum import max_steps_at
+from trainers.job import Job
 from trainers.judged import judged_counts, judged_samples, step_feedback
 from trainers.lr_schedule import lr_at
 from trainers.setup import init_path_of, load_trainer, rollout_sampling, split_tasks
@@ -32,9 +30,8 @@ def group_task(seed: int, tasks: list, group_no: int):
 @dataclass(frozen=True)
 class RunSpec:
     """What every role is built from; plain and picklable."""
-    cfg: dict  # the run's config, resolved
+    job: Job  # the run's typed config
     run_dir: str
-    config_cls: type  # the mode's typed config (AsyncTrainConfig, ProxyConfig)
     policy: Endpoints
     frozen: Endpoints | None
     judge_server: Endpoints | None = None  # a trained `judge.model`'s own server
@@ -42,8 +39,7 @@ class RunSpec:
     driver_pid: int = 0  # the run's own process (what a user signals to stop it)
 
     def parts(self):
-        cfg = OmegaConf.create(self.cfg)
-        return cfg, typed(cfg.mode, self.config_cls), Path(self.run_dir)
+        return self.job, self.job.mode, Path(self.run_dir)
 
 
 class Rollout:
@@ -52,15 +48,15 @@ class Rollout:
     def __init__(self, spec: RunSpec):
         from envs.make import env_maker
 
-        self.cfg, self.tc, run_dir = spec.parts()
-        make_env, self.env_cfg = env_maker(self.cfg, run_dir, split=None)
+        self.job, self.tc, run_dir = spec.parts()
+        make_env, self.env_cfg = env_maker(self.job.env, self.job.sandbox, run_dir, split=None)
         self.pool = EnvPool(make_env)
-        self.train_tasks, _ = split_tasks(self.cfg, self.tc, self.pool.get().unwrapped)
+        self.train_tasks, _ = split_tasks(self.job, self.pool.get().unwrapped)
         self.policy = spec.policy.connect()
-        self.sampling = rollout_sampling(model_config(self.cfg.model), self.tc)
+        self.sampling = rollout_sampling(self.job.model, self.tc)
 
     def produce(self, group_no: int, gate):
-        seed, tc = self.cfg.seed, self.tc
+        seed, tc = self.job.seed, self.tc
         task, trajs, version = group_task(seed, self.train_tasks, group_no), [], None
         for k in range(tc.group_size):
             v = gate.wait_open()
@@ -81,20 +77,20 @@ class Judge:
     """A judge: votes, hints and teacher logprobs for a group's steps, then the signal's samples."""
 
     def __init__(self, spec: RunSpec):
-        cfg, tc, run_dir = spec.parts()
+        job, tc, run_dir = spec.parts()
         self.env = None
         tools = {}
         if spec.with_env:
             from envs.make import env_maker
 
-            make_env, _ = env_maker(cfg, run_dir, split=None)
+            make_env, _ = env_maker(job.env, job.sandbox, run_dir, split=None)
             self.env = make_env()
             env = self.env.unwrapped
             tools = {t.task_id: env.tools_for(t) for t in env.tasks}
         policy = spec.policy.connect()
         frozen = spec.frozen.connect() if spec.frozen else None
         judge_server = spec.judge_server.connect() if spec.judge_server else None
-        self.feedback = step_feedback(cfg, self.env and self.env.unwrapped, frozen, policy, tools,
+        self.feedback = step_feedback(job, self.env and self.env.unwrapped, frozen, policy, tools,
                                     teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
 
     def judge(self, group_no: int, trajs):
@@ -111,9 +107,8 @@ class Trainer:
     run, or this actor restarted by Ray), whose weights it then serves again."""
 
     def __init__(self, spec: RunSpec):
-        self.cfg, self.tc, self.run_dir = spec.parts()
-        model_cfg = model_config(self.cfg.model)
-        self.model, self.optimizer = load_trainer(self.cfg, self.tc, model_cfg, init_path_of(self.cfg, model_cfg))
+        self.job, self.tc, self.run_dir = spec.parts()
+        self.model, self.optimizer = load_trainer(self.job, init_path_of(self.job))
         self.policy = spec.policy.connect()
         if load_checkpoint(self.run_dir / "checkpoint", self.model, self.optimizer) is not None:
             self.publish()
@@ -124,7 +119,7 @@ class Trainer:
 
         tc = self.tc
         return ppo_update(self.model, self.optimizer, samples, tc,
-                          generator=torch.Generator().manual_seed(hash((self.cfg.seed, version - 1)) % 2**31),
+                          generator=torch.Generator().manual_seed(hash((self.job.seed, version - 1)) % 2**31),
                           lr=lr_at(tc.lr, tc.lr_schedule, version - 1, tc.iterations, tc.lr_min_ratio))
 
     def publish(self) -> None:

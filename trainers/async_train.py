@@ -29,13 +29,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 from nextstate.atomic import append_jsonl
-from nextstate.config import typed
 from trainers.async_roles import Judge, Rollout, RunSpec, Trainer
+from trainers.job import Job
 from trainers.ray_loops import RayLoops, Roles, UpdateReport
-from trainers.ray_runtime import RayConfig, ray_session
+from trainers.ray_runtime import ray_session
 from trainers.run_state import RunState
 from trainers.setup import TrainConfig, Training, add_counts, start_training
 from trainers.sync import evaluate_after, finish_training
@@ -61,13 +59,12 @@ def record_update(state: RunState, r: UpdateReport, loops: RayLoops) -> dict:
             "publish_s": r.publish_s, **({"actor_restarts": r.restarts} if r.restarts else {}), **r.stats}
 
 
-def ray_loops(tr: Training, config_cls: type, *, workers: int, next_group: int, with_env: bool = True,
+def ray_loops(tr: Training, *, workers: int, next_group: int, with_env: bool = True,
               rollout=Rollout, judge=Judge, rollout_options: dict | None = None) -> RayLoops:
-    """The loops of a run on Ray, their roles built from the run's config and servers."""
-    spec = RunSpec(OmegaConf.to_container(tr.cfg, resolve=True), str(tr.run_dir), config_cls,
-                   tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None,
+    """The loops of a run on Ray, their roles built from the run's job and servers."""
+    spec = RunSpec(tr.job, str(tr.run_dir), tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None,
                    tr.judge_server.endpoints() if tr.judge_server else None, with_env, os.getpid())
-    ray_cfg = typed(tr.cfg.ray, RayConfig)
+    ray_cfg = tr.job.ray
     return RayLoops(Roles(functools.partial(rollout, spec), functools.partial(judge, spec),
                           functools.partial(Trainer, spec)),
                     workers=workers, batch_size=tr.tc.batch_samples, max_staleness=tr.tc.max_staleness,
@@ -97,13 +94,13 @@ def reap_actor_containers(run_id: str, wait_s: float = 15.0) -> None:
         time.sleep(0.5)
 
 
-def async_main(cfg: DictConfig, run_dir: Path) -> dict:
+def async_main(job: Job, run_dir: Path) -> dict:
     with ExitStack() as stack:
-        tr = start_training(cfg, run_dir, stack, AsyncTrainConfig, with_trainer=False)
+        tr = start_training(job, run_dir, stack, with_trainer=False)
         tc, state = tr.tc, tr.state
         stack.callback(reap_actor_containers, run_dir.name)  # after Ray has stopped (the stack unwinds in reverse)
-        stack.enter_context(ray_session(typed(cfg.ray, RayConfig)))
-        loops = ray_loops(tr, AsyncTrainConfig, workers=tc.rollout_workers or cfg.parallel,
+        stack.enter_context(ray_session(job.ray))
+        loops = ray_loops(tr, workers=tc.rollout_workers or job.parallel,
                           next_group=state.groups_started)
         since = {"episodes": 0, "successes": 0, "judge_votes": 0, "hints_accepted": 0, "steps": 0}
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omegaconf import DictConfig
-
 from agents.serving.http_policy import HTTPPolicy
-from nextstate.config import typed
 from trainers.feedback.apply import judge_and_teach
-from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
+from trainers.feedback.model_judge import HintConfig, ModelJudge
 from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, StepJudge, choose
+from trainers.job import Job
 from trainers.signals import SignalConfig, build_samples, collect_steps
 
 
@@ -50,16 +48,15 @@ def judged_counts(trajs, steps, info: dict) -> dict:
                             if s.judgement and s.step.info.get("step_label")]}
 
 
-def step_feedback(cfg: DictConfig, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
+def step_feedback(job: Job, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
                 teacher: str, kl_coef: float, judge_server: HTTPPolicy | None = None) -> StepFeedback:
     """The run's judge, hints and teacher (`mode.teacher`: the frozen initial weights or the current
     policy); the oracles read the env's reference solutions. The model judge and hinter ask
     `judge_server` (a trained `judge.model`) when there is one, else the frozen initial weights."""
-    signal, judge_cfg = typed(cfg.signal, SignalConfig), typed(cfg.judge, JudgeConfig)
-    hints_cfg = typed(cfg.hints, HintConfig)
+    signal, judge_cfg, hints_cfg = job.signal, job.judge, job.hints
     by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
     asked = judge_server or frozen
-    sources = FeedbackSources(ModelJudge(asked, judge_cfg, hints_cfg, seed=cfg.seed) if asked else None,
+    sources = FeedbackSources(ModelJudge(asked, judge_cfg, hints_cfg, seed=job.seed) if asked else None,
                               lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
     return StepFeedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
                     choose(HINTERS, "hints", hints_cfg.name).build(sources),

@@ -14,18 +14,16 @@ from pathlib import Path
 
 import gymnasium as gym
 import torch
-from omegaconf import DictConfig
 
 from agents.base import ModelAgent
 from agents.factory import model_path, serve_policy
 from agents.pool import EnvPool, run_episodes, summarize
-from agents.serving.backend import BackendConfig
 from agents.serving.http_policy import HTTPPolicy
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
 from nextstate.atomic import append_jsonl
-from nextstate.config import EnvConfig, ModelConfig, check_ranges, model_config, typed
+from nextstate.config import EnvConfig, ModelConfig, check_ranges
 from nextstate.types import Task
 from trainers.checkpoint import checkpoint_state, load_checkpoint, save_checkpoint, save_weights
 from trainers.cpu_time import cpu_seconds
@@ -33,6 +31,7 @@ from trainers.curriculum import filter_tasks, without_tags
 from trainers.eval_cache import EvalCache
 from trainers.feedback.model_judge import HintConfig, JudgeConfig
 from trainers.feedback.registry import HINTERS, JUDGES, Hinter, StepJudge, choose
+from trainers.job import Job
 from trainers.judged import StepFeedback, judged_counts, judged_samples, step_feedback
 from trainers.lr_schedule import SCHEDULES, lr_at
 from trainers.run_state import RunState
@@ -113,7 +112,7 @@ class Training:
     """A training run's parts, built once by `start_training`; the synchronous loop (`train_main`) and
     the asynchronous ones (trainers/async_train.py, trainers/proxy/) differ only in how they schedule
     them. Without an env (mode=proxy) the env parts are None and the task lists empty."""
-    cfg: DictConfig
+    job: Job
     run_dir: Path
     tc: TrainConfig
     signal: SignalConfig
@@ -175,8 +174,8 @@ class Training:
 
     def evaluate(self, desc: str, out_file: Path) -> dict:
         self.policy.sampling = self.eval_sampling
-        return _eval(self.pool, self.policy, self.test_tasks, self.env_cfg.system_prompt, self.cfg.seed,
-                     self.cfg.parallel, self.cfg.progress, desc, out_file)
+        return _eval(self.pool, self.policy, self.test_tasks, self.env_cfg.system_prompt, self.job.seed,
+                     self.job.parallel, self.job.progress, desc, out_file)
 
     def checkpoint(self) -> None:
         save_checkpoint(self.state_file, self.model, self.optimizer, self.state.to_dict())
@@ -203,21 +202,22 @@ class Tasks:
     tools: dict[str, list[dict]]
 
 
-def split_tasks(cfg: DictConfig, tc: TrainConfig, env) -> tuple[list[Task], list[Task]]:
+def split_tasks(job: Job, env) -> tuple[list[Task], list[Task]]:
     """The env's train tasks (after the difficulty and tag filters) and test tasks (`eval_limit`)."""
-    suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+    tc = job.mode
+    suite = without_tags(env.tasks, job.exclude_tags)
     train = filter_tasks([t for t in suite if t.split == "train"], tc.difficulties, tc.tags)
     return train, [t for t in suite if t.split == "test"][: tc.eval_limit or None]
 
 
-def open_tasks(cfg: DictConfig, run_dir: Path, tc: TrainConfig, stack: ExitStack) -> Tasks:
+def open_tasks(job: Job, run_dir: Path, stack: ExitStack) -> Tasks:
     """The envs (closed by `stack`, containers included) and the filtered train and test tasks."""
-    make_env, env_cfg = env_maker(cfg, run_dir, split=None)
+    make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split=None)
     pool = EnvPool(make_env)
     stack.callback(wait_for_background_removals)
     stack.callback(pool.close)
     env = pool.get().unwrapped
-    train, test = split_tasks(cfg, tc, env)
+    train, test = split_tasks(job, env)
     if not train or not test:
         raise SystemExit(f"env {env_cfg.name} needs train tasks (after the difficulty/tag filter) and test tasks")
     if hasattr(env, "prepare"):
@@ -232,8 +232,8 @@ def fresh_state(tr: Training) -> RunState:
         return RunState()
     tr.policy.sampling = tr.eval_sampling
     (tr.run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
-    cache = EvalCache(Path(tr.cfg.paths.cache_dir) / "evals", tr.init_path, tr.env_cfg, tr.test_tasks,
-                      tr.eval_sampling, tr.cfg.seed if getattr(tr.env, "seed_shapes_episodes", True) else None)
+    cache = EvalCache(Path(tr.job.paths.cache_dir) / "evals", tr.init_path, tr.env_cfg, tr.test_tasks,
+                      tr.eval_sampling, tr.job.seed if getattr(tr.env, "seed_shapes_episodes", True) else None)
     before = cache.get(episodes_to=tr.run_dir / "eval_before.jsonl")
     if before is None:
         before = tr.evaluate("eval before", tr.run_dir / "eval_before.jsonl")
@@ -247,12 +247,13 @@ def rollout_sampling(model_cfg: ModelConfig, tc: TrainConfig) -> SamplingConfig:
     return SamplingConfig(model_cfg.max_new_tokens, tc.rollout_temperature, 1.0, model_cfg.max_prompt_tokens)
 
 
-def load_trainer(cfg: DictConfig, tc: TrainConfig, model_cfg: ModelConfig, init_path: Path):
+def load_trainer(job: Job, init_path: Path):
     """The trainable model and its optimizer, seeded."""
+    tc = job.mode
     if tc.threads:  # parallel sweep jobs on a small machine: oversubscribed torch threads collapse
         torch.set_num_threads(tc.threads)
-    torch.manual_seed(cfg.seed)
-    model = load_trainable(init_path, tc, model_cfg.dtype)
+    torch.manual_seed(job.seed)
+    model = load_trainable(init_path, tc, job.model.dtype)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=tc.lr,
                                   weight_decay=tc.weight_decay)
     return model, optimizer
@@ -276,13 +277,13 @@ def frozen_servers(signal: SignalConfig, judge_kind, hint_kind, tc, judge_model:
     return (init_path if init_needed else None), (judge_path if judge_needed else None)
 
 
-def init_path_of(cfg: DictConfig, model_cfg: ModelConfig) -> Path:
+def init_path_of(job: Job) -> Path:
     """The weights training starts from."""
-    return Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
+    return Path(job.model.init_from or model_path(job.model, job.paths.cache_dir))
 
 
-def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls: type = TrainConfig, *,
-                   with_env: bool = True, with_trainer: bool = True) -> Training:
+def start_training(job: Job, run_dir: Path, stack: ExitStack, *, with_env: bool = True,
+                   with_trainer: bool = True) -> Training:
     """Envs, servers (policy; a frozen one for the judge, hints, frozen teacher, KL), the trainable
     model and optimizer, and the run's state: loaded from its checkpoint, or fresh after the
     evaluation before training. Without an env (`mode=proxy`: the steps come from live sessions)
@@ -290,11 +291,8 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     is no model here and the state is read from the checkpoint alone. Everything started is closed
     by `stack`."""
     t_start, cpu_start = time.monotonic(), cpu_seconds()
-    tc = typed(cfg.mode, config_cls)
-    signal = typed(cfg.signal, SignalConfig)
-    model_cfg = model_config(cfg.model)
-    backend = typed(cfg.backend, BackendConfig)
-    judge_cfg, hints_cfg = typed(cfg.judge, JudgeConfig), typed(cfg.hints, HintConfig)
+    tc, signal, model_cfg, backend = job.mode, job.signal, job.model, job.backend
+    judge_cfg, hints_cfg = job.judge, job.hints
     judge_kind, hint_kind = choose(JUDGES, "judge", judge_cfg.name), choose(HINTERS, "hints", hints_cfg.name)
     if tc.teacher not in ("frozen", "policy"):
         raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
@@ -306,25 +304,25 @@ def start_training(cfg: DictConfig, run_dir: Path, stack: ExitStack, config_cls:
     if not with_env and reads_labels:
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
 
-    init_path = init_path_of(cfg, model_cfg)
+    init_path = init_path_of(job)
     init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, judge_cfg.model, init_path)
-    tasks = open_tasks(cfg, run_dir, tc, stack) if with_env else None
-    policy = stack.enter_context(serve_policy(model_cfg, backend, cfg.paths.cache_dir, path=init_path,
+    tasks = open_tasks(job, run_dir, stack) if with_env else None
+    policy = stack.enter_context(serve_policy(model_cfg, backend, job.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))
     # launched here even where the policy's servers are attached: theirs change with every update
     own = dataclasses.replace(backend, url=None, servers=[], replicas=1)
     frozen = judge_server = None
     if init_weights:
-        frozen = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir, path=init_weights,
+        frozen = stack.enter_context(serve_policy(model_cfg, own, job.paths.cache_dir, path=init_weights,
                                                   log_path=run_dir / "frozen_server.log"))
     if judge_weights:
-        judge_server = stack.enter_context(serve_policy(model_cfg, own, cfg.paths.cache_dir, path=judge_weights,
+        judge_server = stack.enter_context(serve_policy(model_cfg, own, job.paths.cache_dir, path=judge_weights,
                                                         log_path=run_dir / "judge_server.log"))
-    fb = step_feedback(cfg, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
+    fb = step_feedback(job, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
                      teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
-    model, optimizer = load_trainer(cfg, tc, model_cfg, init_path) if with_trainer else (None, None)
+    model, optimizer = load_trainer(job, init_path) if with_trainer else (None, None)
     tr = Training(
-        cfg, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,
+        job, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,
         tasks and tasks.env_cfg, tasks and tasks.pool, tasks and tasks.env,
         tasks.train if tasks else [], tasks.test if tasks else [], tasks.tools if tasks else {},
         policy, frozen, judge_server, fb.judge, fb.hinter, fb.teacher, model, optimizer, RunState(),

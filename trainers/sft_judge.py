@@ -29,17 +29,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from agents.factory import model_path, serve_policy
-from agents.serving.backend import BackendConfig
 from agents.serving.chat import render_prompt_ids
 from nextstate.atomic import write_json_atomic
-from nextstate.config import check_ranges, model_config, typed
+from nextstate.config import check_ranges
 from nextstate.types import Sample, Step
 from trainers.cpu_time import cpu_seconds
 from trainers.feedback.judge_accuracy import hint_scores, judged_steps, vote_scores
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, render
+from trainers.job import Job
 from trainers.sft import SFTConfig, end_of_turn_ids, fine_tune
 
 ANSWERS = {True: "The user accepted the reply and moved on. \\boxed{1}",
@@ -94,40 +92,38 @@ def judged(judge: ModelJudge, steps: list[Step], chunk: int = 8) -> dict:
     return {**vote_scores(steps, judgements), "hints": hint_scores(steps, hints)}
 
 
-def sft_judge_main(cfg: DictConfig, run_dir: Path) -> dict:
+def sft_judge_main(job: Job, run_dir: Path) -> dict:
     from transformers import AutoTokenizer
 
-    from envs.chat.env import ChatEnv, ChatEnvConfig
+    from envs.chat.env import ChatEnv
 
-    if cfg.env.name != "chat" or not cfg.env.get("persona"):
+    if job.env.name != "chat" or not getattr(job.env, "persona", None):
         raise SystemExit("mode=sft_judge trains a judge for a persona's chat steps: give env=chat env.persona=casual "
                          "(see envs/tasks/personas/)")
     t0, cpu0 = time.monotonic(), cpu_seconds()
-    sc = typed(cfg.mode, SFTJudgeConfig)
+    sc: SFTJudgeConfig = job.mode
     check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1,
                                        "sampled_replies": 0},
                  above={"lr": 0, "grad_clip": 0})
-    model_cfg, judge_cfg = model_config(cfg.model), typed(cfg.judge, JudgeConfig)
-    env_cfg = typed(cfg.env, ChatEnvConfig)
+    model_cfg, judge_cfg, hints_cfg, env_cfg = job.model, job.judge, job.hints, job.env
     train_env, test_env = ChatEnv(env_cfg, split="train"), ChatEnv(env_cfg, split="test")
     test_tasks = test_env.tasks[: sc.eval_limit or None]
-    init = model_path(model_cfg, cfg.paths.cache_dir)  # replies to judge and the judge's start: the policy's
-    with serve_policy(model_cfg, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir, path=init,
+    init = model_path(model_cfg, job.paths.cache_dir)  # replies to judge and the judge's start: the policy's
+    with serve_policy(model_cfg, job.backend, job.paths.cache_dir, path=init,
                       log_path=run_dir / "server.log") as policy:
         n = sc.sampled_replies
-        train_steps = judged_steps(train_env, policy, train_env.tasks, env_cfg.system_prompt, n, cfg.seed)
-        test_steps = judged_steps(test_env, policy, test_tasks, env_cfg.system_prompt, n, cfg.seed + 1)
-        hints_cfg = typed(cfg.hints, HintConfig)
-        judge = ModelJudge(policy, judge_cfg, hints_cfg, seed=cfg.seed)
+        train_steps = judged_steps(train_env, policy, train_env.tasks, env_cfg.system_prompt, n, job.seed)
+        test_steps = judged_steps(test_env, policy, test_tasks, env_cfg.system_prompt, n, job.seed + 1)
+        judge = ModelJudge(policy, judge_cfg, hints_cfg, seed=job.seed)
         before = judged(judge, test_steps)
         print(f"[sft_judge] before: {before}")
         tokenizer = AutoTokenizer.from_pretrained(init)
         samples = judge_samples(train_steps, tokenizer, judge_cfg) + hint_samples(train_steps, tokenizer, hints_cfg)
         out_dir = run_dir / "judge"
-        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, cfg.seed, out_dir, "sft_judge")
+        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, job.seed, out_dir, "sft_judge")
         policy.update_weights_from_disk(str(out_dir))
         after = judged(judge, test_steps)
-    metrics = {"mode": "sft_judge", "persona": env_cfg.persona, "seed": cfg.seed, "model": model_cfg.name,
+    metrics = {"mode": "sft_judge", "persona": env_cfg.persona, "seed": job.seed, "model": model_cfg.name,
                "judge_from": str(init), "train_steps": len(train_steps),
                "train_satisfied": sum(s.info["step_label"]["satisfied"] for s in train_steps),
                "train_samples": len(samples), "test_steps": len(test_steps),

@@ -7,21 +7,19 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from agents.base import ModelAgent, OracleAgent
 from agents.factory import model_path, serve_policy
 from agents.pool import EnvPool, run_episodes, summarize
-from agents.serving.backend import BackendConfig
 from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
 from nextstate.atomic import append_jsonl
-from nextstate.config import check_ranges, model_config, suite_of, typed
+from nextstate.config import check_ranges, suite_of
 from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import without_tags
+from trainers.job import Job
 from trainers.sft import SFTConfig, fine_tune, sft_samples
 
 
@@ -38,52 +36,52 @@ def oracle_trajectories(pool, tasks, system_prompt, seed, parallel, progress):
     return [t for t in trajs if t.success and not t.infra_failure]
 
 
-def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
+def sft_main(job: Job, run_dir: Path) -> dict:
     from transformers import AutoTokenizer
 
 
     t0, cpu0 = time.monotonic(), cpu_seconds()
-    sc = typed(cfg.mode, SFTConfig)
+    sc: SFTConfig = job.mode
     check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1},
                  above={"lr": 0, "grad_clip": 0})
-    model_cfg = model_config(cfg.model)
-    make_env, env_cfg = env_maker(cfg, run_dir, split=None)
-    init_path = Path(model_cfg.init_from or model_path(model_cfg, cfg.paths.cache_dir))
+    model_cfg = job.model
+    make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split=None)
+    init_path = Path(model_cfg.init_from or model_path(model_cfg, job.paths.cache_dir))
     eval_sampling = SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens)
     with ExitStack() as stack:
         pool = EnvPool(make_env)
         stack.callback(wait_for_background_removals)
         stack.callback(pool.close)
         env = pool.get().unwrapped
-        suite = without_tags(env.tasks, cfg.get("exclude_tags"))
+        suite = without_tags(env.tasks, job.exclude_tags)
         train_tasks = [t for t in suite if t.split == "train"]
         test_tasks = [t for t in suite if t.split == "test"][: sc.eval_limit or None]
         if hasattr(env, "prepare"):
             env.prepare(train_tasks + test_tasks)
-        demos = oracle_trajectories(pool, train_tasks, env_cfg.system_prompt, cfg.seed, cfg.parallel, cfg.progress)
+        demos = oracle_trajectories(pool, train_tasks, env_cfg.system_prompt, job.seed, job.parallel, job.progress)
         for t in demos:
             append_jsonl(run_dir / "demos.jsonl", t.to_dict())
         tokenizer = AutoTokenizer.from_pretrained(init_path)
         samples = sft_samples(demos, tokenizer,
                               lambda tid: env.tools_for(env._by_id[tid]) if hasattr(env, "_by_id") else None,
                               render_prompt_ids)
-        policy = stack.enter_context(serve_policy(model_cfg, typed(cfg.backend, BackendConfig), cfg.paths.cache_dir,
+        policy = stack.enter_context(serve_policy(model_cfg, job.backend, job.paths.cache_dir,
                                                   path=init_path, log_path=run_dir / "server.log"))
         policy.sampling = eval_sampling
 
         def evaluate(name):
             trajs = run_episodes(pool, lambda i: ModelAgent(policy), test_tasks, system_prompt=env_cfg.system_prompt,
-                                 seed=cfg.seed, parallel=cfg.parallel, progress=cfg.progress, desc=name)
+                                 seed=job.seed, parallel=job.parallel, progress=job.progress, desc=name)
             for t in trajs:
                 append_jsonl(run_dir / f"{name.replace(' ', '_')}.jsonl", t.to_dict())
             return summarize(trajs)
 
         before = evaluate("eval before")
         out_dir = run_dir / "model"
-        nll_before, nll_after, losses = fine_tune(init_path, tokenizer, samples, sc, cfg.seed, out_dir, "sft")
+        nll_before, nll_after, losses = fine_tune(init_path, tokenizer, samples, sc, job.seed, out_dir, "sft")
         policy.update_weights_from_disk(str(out_dir))
         after = evaluate("eval after")
-    metrics = {"env": env_cfg.name, "suite": suite_of(env_cfg), "signal": "sft", "seed": cfg.seed,
+    metrics = {"env": env_cfg.name, "suite": suite_of(env_cfg), "signal": "sft", "seed": job.seed,
                "model": model_cfg.name, "demos": len(demos), "train_samples": len(samples),
                "train_tasks": [t.task_id for t in train_tasks], "train_nll_before": nll_before,
                "train_nll_after": nll_after, "epoch_losses": losses, "success_before": before["success_rate"],
@@ -91,9 +89,9 @@ def sft_main(cfg: DictConfig, run_dir: Path) -> dict:
                "model_dir": str(out_dir), "wall_s": round(time.monotonic() - t0, 1),
                "cpu_s": round(cpu_seconds() - cpu0, 1)}
     # metrics.json and the row, committed so that a kill between them leaves a row resume= files once
-    commit_run(run_dir, metrics, Path(cfg.paths.results_dir) / "leaderboard.csv", {
+    commit_run(run_dir, metrics, Path(job.paths.results_dir) / "leaderboard.csv", {
         "timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"], "suite": metrics["suite"],
-        "split": "test", "agent": "model", "model": model_cfg.name, "signal": "sft", "seed": cfg.seed,
+        "split": "test", "agent": "model", "model": model_cfg.name, "signal": "sft", "seed": job.seed,
         "n_tasks": len(test_tasks), "success_rate": round(after["success_rate"], 4),
         "mean_steps": round(after["mean_steps"], 2), "infra_failures": after["infra_failures"],
         "tokens": sum(len(s.response_ids) for s in samples), "wall_s": metrics["wall_s"], "cpu_s": metrics["cpu_s"],

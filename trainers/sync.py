@@ -20,8 +20,6 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from agents.pool import run_episodes
 from nextstate.atomic import append_jsonl, read_jsonl
 from nextstate.config import suite_of
@@ -29,30 +27,31 @@ from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import max_steps_at
 from trainers.feedback.judge_accuracy import judge_accuracy
+from trainers.job import Job
 from trainers.setup import Training, start_training
 from trainers.train_plot import write_train_plot
 
 
-def train_main(cfg: DictConfig, run_dir: Path) -> dict:
+def train_main(job: Job, run_dir: Path) -> dict:
     with ExitStack() as stack:
-        tr = start_training(cfg, run_dir, stack)
+        tr = start_training(job, run_dir, stack)
         tc, state, pool = tr.tc, tr.state, tr.pool
         loop_start = time.monotonic()
         for it in range(state.iteration + 1, tc.iterations):
-            rng = random.Random(hash((cfg.seed, it)))
+            rng = random.Random(hash((job.seed, it)))
             chosen = rng.sample(tr.train_tasks, min(tc.tasks_per_iter, len(tr.train_tasks)))
             batch = [t for t in chosen for _ in range(tc.group_size)]
             tr.policy.sampling = tr.roll_sampling
             pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, tr.env_cfg.max_steps))
             t0 = time.monotonic()
             trajs = run_episodes(
-                pool, lambda i, it=it: tr.rollout_agent(hash((cfg.seed, it, i))),
-                batch, system_prompt=tr.env_cfg.system_prompt, seed=cfg.seed, parallel=cfg.parallel,
-                progress=cfg.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
+                pool, lambda i, it=it: tr.rollout_agent(hash((job.seed, it, i))),
+                batch, system_prompt=tr.env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
+                progress=job.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
             t1 = time.monotonic()
             samples, steps, info = tr.samples(trajs, salt=it)
             t2 = time.monotonic()
-            stats = tr.update(samples, seed=hash((cfg.seed, it)), iteration=it)
+            stats = tr.update(samples, seed=hash((job.seed, it)), iteration=it)
             t3 = time.monotonic()
             tr.publish()
             info.update(rollout_s=round(t1 - t0, 2), signal_s=round(t2 - t1, 2), update_s=round(t3 - t2, 2),
@@ -86,13 +85,13 @@ def evaluate_after(tr: Training) -> dict:
 
 def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dict:
     """metrics.json, the leaderboard row, the run's training curves and the sweep plot of a finished run."""
-    cfg, tc, signal, state, run_dir = tr.cfg, tr.tc, tr.signal, tr.state, tr.run_dir
+    job, tc, signal, state, run_dir = tr.job, tr.tc, tr.signal, tr.state, tr.run_dir
     model_cfg, env_cfg, judge_cfg, hints_cfg = tr.model_cfg, tr.env_cfg, tr.judge_cfg, tr.hints_cfg
     acc = judge_accuracy(state.judge_pairs)
     scores = state.step_scores
     metrics = {
         "env": env_cfg.name, "suite": suite_of(env_cfg), "signal": signal.name,
-        "model": model_cfg.name, "seed": cfg.seed, "teacher": tc.teacher if signal.needs_hints else "-",
+        "model": model_cfg.name, "seed": job.seed, "teacher": tc.teacher if signal.needs_hints else "-",
         "judge": judge_cfg.name if signal.needs_judge else "-", "hints": hints_cfg.name if signal.needs_hints else "-",
         "iterations": tc.iterations, "train_episodes": state.train_episodes, "train_samples": state.train_samples,
         "success_before": state.success_before, "success_after": after["success_rate"],
@@ -107,7 +106,7 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
     }
     row = {"timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"],
            "suite": metrics["suite"], "split": "test", "agent": "model", "model": metrics["model"],
-           "signal": signal.name, "seed": cfg.seed, "n_tasks": len(tr.test_tasks),
+           "signal": signal.name, "seed": job.seed, "n_tasks": len(tr.test_tasks),
            "success_rate": round(after["success_rate"], 4), "mean_steps": round(after["mean_steps"], 2),
            "infra_failures": after["infra_failures"], "tokens": metrics["tokens"], "wall_s": metrics["wall_s"],
            "cpu_s": metrics["cpu_s"], "run_dir": str(run_dir), "git_commit": git_commit(),
@@ -117,7 +116,7 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
                         "judge_neg_recall", "teacher", "judge", "hints")},
            **({"mode": tc.name} if tc.name != "train" else {})}
     # metrics.json and the row, committed so that a kill between them leaves a row resume= files once
-    commit_run(run_dir, metrics, Path(cfg.paths.results_dir) / "leaderboard.csv", row)
+    commit_run(run_dir, metrics, Path(job.paths.results_dir) / "leaderboard.csv", row)
     if not tc.keep_checkpoint:  # only a killed run needs it to resume; the final weights stay
         shutil.rmtree(tr.state_file, ignore_errors=True)
     write_train_plot(run_dir)

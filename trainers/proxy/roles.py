@@ -7,7 +7,6 @@ import threading
 
 from agents.serving.asgi_server import ServerThread, listening_socket
 from nextstate.atomic import write_json_atomic
-from nextstate.config import model_config
 from trainers.async_roles import Judge, RunSpec
 from trainers.checkpoint import checkpoint_state
 from trainers.proxy.http import make_app
@@ -22,10 +21,10 @@ class ProxyEndpoint:
     """The endpoint, serving from the first `produce` on (it needs the loops' gate)."""
 
     def __init__(self, spec: RunSpec):
-        _, self.tc, self.run_dir = spec.parts()
+        job, self.tc, self.run_dir = spec.parts()
         self.driver_pid = spec.driver_pid
         self.policy = spec.policy.connect()
-        self.model_cfg = model_config(spec.cfg["model"])
+        self.model_cfg = job.model
         self.sampling = rollout_sampling(self.model_cfg, self.tc)
         saved = checkpoint_state(self.run_dir / "checkpoint") or {}
         self.book = SessionBook(self.tc.max_sessions, SessionJournal(self.run_dir / "sessions.jsonl"),

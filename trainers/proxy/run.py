@@ -9,16 +9,14 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from omegaconf import DictConfig, open_dict
-
 from agents.serving.asgi_server import listening_socket
 from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
-from nextstate.config import typed
 from trainers.async_train import ray_loops, record_update
+from trainers.job import Job
 from trainers.proxy.roles import ProxyEndpoint, ProxyJudge
 from trainers.proxy.server import ProxyConfig
 from trainers.ray_loops import ACTOR_GONE, UpdateReport
-from trainers.ray_runtime import RayConfig, ray_session
+from trainers.ray_runtime import ray_session
 from trainers.setup import Training, add_counts, start_training
 from trainers.train_plot import write_train_plot
 
@@ -33,31 +31,29 @@ def _check_signal(tr: Training) -> None:
                          "compare; use signal.baseline=none (+experiment=personal_proxy)")
 
 
-def _keep_the_key_from_children(cfg: DictConfig, tc: ProxyConfig) -> None:
-    """The proxy's key, read from NEXTSTATE_PROXY_API_KEY, is kept in the config the endpoint actor
-    gets, and the variable leaves this process's environment before the policy server and Ray start:
-    no child process (a model server, a Ray worker running any task) inherits it."""
-    with open_dict(cfg):
-        cfg.mode.api_key = tc.api_key
+def _keep_the_key_from_children() -> None:
+    """The proxy's key, read from NEXTSTATE_PROXY_API_KEY when the job was typed, travels in the job
+    the endpoint actor gets; the variable leaves this process's environment before the policy server
+    and Ray start: no child process (a model server, a Ray worker running any task) inherits it."""
     os.environ.pop("NEXTSTATE_PROXY_API_KEY", None)
 
 
-def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
+def proxy_main(job: Job, run_dir: Path) -> dict:
     (run_dir / "proxy.json").unlink(missing_ok=True)  # a dead run's URL must not reach a client
-    tc = typed(cfg.mode, ProxyConfig)
-    _keep_the_key_from_children(cfg, tc)
+    tc: ProxyConfig = job.mode
+    _keep_the_key_from_children()
     try:  # tried before the servers start: a taken port fails at once (the endpoint actor binds it)
         listening_socket(tc.host, tc.port, 1).close()
     except OSError as e:
         raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
                          "mode.port, or mode.port=0 for a free one") from None
     with ExitStack() as stack:
-        tr = start_training(cfg, run_dir, stack, ProxyConfig, with_env=False, with_trainer=False)
+        tr = start_training(job, run_dir, stack, with_env=False, with_trainer=False)
         _check_signal(tr)
         tc, state = tr.tc, tr.state
         stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
-        stack.enter_context(ray_session(typed(cfg.ray, RayConfig)))
-        loops = ray_loops(tr, ProxyConfig, workers=1, next_group=state.open_from, with_env=False,
+        stack.enter_context(ray_session(job.ray))
+        loops = ray_loops(tr, workers=1, next_group=state.open_from, with_env=False,
                           rollout=ProxyEndpoint, judge=ProxyJudge,
                           rollout_options={"max_concurrency": 4})  # stats and compaction while a step is awaited
         final: dict = {}
@@ -88,7 +84,7 @@ def proxy_main(cfg: DictConfig, run_dir: Path) -> dict:
         remaining = tc.iterations - (state.iteration + 1) if tc.iterations else 10**12
         if remaining > 0:
             loops.run(remaining, on_update, lambda group, counts: add_counts(state, counts, 0))
-    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": cfg.seed,
+    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": job.seed,
                "iterations": state.iteration + 1, "train_samples": state.train_samples,
                "steps_judged": state.train_episodes, "judge_votes": state.judge_votes,
                "hints_accepted": state.hints_accepted, "dropped_stale": state.dropped_stale, **final,

@@ -100,7 +100,7 @@ def test_from_lines_with_flags_and_digests_map_by_repository():
 
 def test_image_map_entries_and_the_fallback_from_the_command_line():
     """The override syntax of docs/envs.md: repository keys need no `:` or `@`, which Hydra refuses in a key."""
-    from envs.make import env_config
+    from harness.job import env_config
     from nextstate.config import compose
 
     cfg = env_config(compose(["env=terminal", "env.base_image_fallback=nextstate/terminal:latest",
