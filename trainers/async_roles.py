@@ -1,6 +1,7 @@
-"""The parts of `mode=async` as the Ray loops' roles (trainers/ray_loops.py): each is built in its
-own actor process from a `RunSpec` (the run's typed `Job` and the servers' endpoints) and
-reaches the servers over HTTP, so a worker may run on any node that has what its env needs."""
+"""`mode=async`'s rollout worker and what every Ray actor of a run is built from: a `RunSpec` (the
+run's typed `Job` and the servers' endpoints), so a worker reaches the servers over HTTP and may run on
+any node that has what its env needs. The judge and the trainer are the roles mode=train uses too
+(trainers/roles.py, built here by their `from_spec`)."""
 from __future__ import annotations
 
 import random
@@ -11,13 +12,9 @@ from agents.base import ModelAgent
 from agents.pool import EnvPool
 from agents.rollout import run_episode
 from agents.serving.http_policy import Endpoints
-from trainers.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from trainers.curriculum import max_steps_at
 from trainers.job import Job
-from trainers.judged import judged_counts, judged_samples, step_feedback
-from trainers.lr_schedule import lr_at
-from trainers.setup import init_path_of, load_trainer, rollout_sampling, split_tasks
-from trainers.update import ppo_update
+from trainers.setup import rollout_sampling, split_tasks
 
 
 def group_task(seed: int, tasks: list, group_no: int):
@@ -71,60 +68,3 @@ class Rollout:
 
         self.pool.close()
         wait_for_background_removals()
-
-
-class Judge:
-    """A judge: votes, hints and teacher logprobs for a group's steps, then the signal's samples."""
-
-    def __init__(self, spec: RunSpec):
-        job, tc, run_dir = spec.parts()
-        self.env = None
-        tools = {}
-        if spec.with_env:
-            from envs.make import env_maker
-
-            make_env, _ = env_maker(job.env, job.sandbox, run_dir, split=None)
-            self.env = make_env()
-            env = self.env.unwrapped
-            tools = {t.task_id: env.tools_for(t) for t in env.tasks}
-        policy = spec.policy.connect()
-        frozen = spec.frozen.connect() if spec.frozen else None
-        judge_server = spec.judge_server.connect() if spec.judge_server else None
-        self.feedback = step_feedback(job, self.env and self.env.unwrapped, frozen, policy, tools,
-                                    teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
-
-    def judge(self, group_no: int, trajs):
-        samples, steps, info = judged_samples(trajs, group_no, self.feedback)
-        return samples, judged_counts(trajs, steps, info)
-
-    def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
-
-
-class Trainer:
-    """The trainer: the model and optimizer, from the run's checkpoint when there is one (a resumed
-    run, or this actor restarted by Ray), whose weights it then serves again."""
-
-    def __init__(self, spec: RunSpec):
-        self.job, self.tc, self.run_dir = spec.parts()
-        self.model, self.optimizer = load_trainer(self.job, init_path_of(self.job))
-        self.policy = spec.policy.connect()
-        if load_checkpoint(self.run_dir / "checkpoint", self.model, self.optimizer) is not None:
-            self.publish()
-
-    def update(self, samples, version: int) -> dict:
-        """One PPO update to `version` (the servers still serve the previous one)."""
-        import torch
-
-        tc = self.tc
-        return ppo_update(self.model, self.optimizer, samples, tc,
-                          generator=torch.Generator().manual_seed(hash((self.job.seed, version - 1)) % 2**31),
-                          lr=lr_at(tc.lr, tc.lr_schedule, version - 1, tc.iterations, tc.lr_min_ratio))
-
-    def publish(self) -> None:
-        """The weights to every serving endpoint."""
-        self.policy.update_weights_from_disk(str(save_weights(self.model, self.run_dir / "weights")))
-
-    def save(self, state: dict) -> None:
-        save_checkpoint(self.run_dir / "checkpoint", self.model, self.optimizer, state)

@@ -30,12 +30,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nextstate.atomic import append_jsonl
-from trainers.async_roles import Judge, Rollout, RunSpec, Trainer
+from trainers.async_roles import Rollout, RunSpec
+from trainers.checkpoint import checkpoint_state
 from trainers.job import Job
 from trainers.ray_loops import RayLoops, Roles, UpdateReport
 from trainers.ray_runtime import ray_session
+from trainers.roles import Judge, Trainer
 from trainers.run_state import RunState
-from trainers.setup import TrainConfig, Training, add_counts, start_training
+from trainers.setup import Run, TrainConfig, add_counts, start_run
 from trainers.sync import evaluate_after, finish_training
 
 
@@ -59,17 +61,17 @@ def record_update(state: RunState, r: UpdateReport, loops: RayLoops) -> dict:
             "publish_s": r.publish_s, **({"actor_restarts": r.restarts} if r.restarts else {}), **r.stats}
 
 
-def ray_loops(tr: Training, *, workers: int, next_group: int, with_env: bool = True,
+def ray_loops(run: Run, *, workers: int, next_group: int, with_env: bool = True,
               rollout=Rollout, judge=Judge, rollout_options: dict | None = None) -> RayLoops:
     """The loops of a run on Ray, their roles built from the run's job and servers."""
-    spec = RunSpec(tr.job, str(tr.run_dir), tr.policy.endpoints(), tr.frozen.endpoints() if tr.frozen else None,
-                   tr.judge_server.endpoints() if tr.judge_server else None, with_env, os.getpid())
-    ray_cfg = tr.job.ray
-    return RayLoops(Roles(functools.partial(rollout, spec), functools.partial(judge, spec),
-                          functools.partial(Trainer, spec)),
-                    workers=workers, batch_size=tr.tc.batch_samples, max_staleness=tr.tc.max_staleness,
-                    version=tr.state.iteration + 1, next_group=next_group, judges=tr.tc.judge_workers,
-                    placement=ray_cfg.placement(tr.env_cfg.name if tr.env_cfg else None),
+    spec = RunSpec(run.job, str(run.run_dir), run.policy.endpoints(), run.frozen.endpoints() if run.frozen else None,
+                   run.judge_server.endpoints() if run.judge_server else None, with_env, os.getpid())
+    tc = run.job.mode
+    return RayLoops(Roles(functools.partial(rollout, spec), functools.partial(judge.from_spec, spec),
+                          functools.partial(Trainer.from_spec, spec)),
+                    workers=workers, batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
+                    version=run.state.iteration + 1, next_group=next_group, judges=tc.judge_workers,
+                    placement=run.job.ray.placement(run.env_cfg.name if run.env_cfg else None),
                     rollout_options=rollout_options)
 
 
@@ -96,11 +98,11 @@ def reap_actor_containers(run_id: str, wait_s: float = 15.0) -> None:
 
 def async_main(job: Job, run_dir: Path) -> dict:
     with ExitStack() as stack:
-        tr = start_training(job, run_dir, stack, with_trainer=False)
-        tc, state = tr.tc, tr.state
+        run = start_run(job, run_dir, stack)
+        tc, state = job.mode, run.begin(checkpoint_state(run.state_file))
         stack.callback(reap_actor_containers, run_dir.name)  # after Ray has stopped (the stack unwinds in reverse)
         stack.enter_context(ray_session(job.ray))
-        loops = ray_loops(tr, workers=tc.rollout_workers or job.parallel,
+        loops = ray_loops(run, workers=tc.rollout_workers or job.parallel,
                           next_group=state.groups_started)
         since = {"episodes": 0, "successes": 0, "judge_votes": 0, "hints_accepted": 0, "steps": 0}
 
@@ -116,10 +118,10 @@ def async_main(job: Job, run_dir: Path) -> dict:
             since.update(dict.fromkeys(since, 0))
             it = state.iteration
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
-                mid = tr.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
+                mid = run.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
                 state.curve.append([state.train_episodes, mid["success_rate"]])
                 log["eval_success"] = mid["success_rate"]
-            append_jsonl(tr.log_file, log)
+            append_jsonl(run.log_file, log)
             loops.save(state.to_dict())
             print(f"[async] update {it + 1}/{tc.iterations}: {r.samples} samples "
                   f"(staleness <= {max(r.staleness)}, {r.dropped_stale} stale dropped), "
@@ -129,6 +131,6 @@ def async_main(job: Job, run_dir: Path) -> dict:
         loop_start = time.monotonic()
         if remaining > 0:
             loops.run(remaining, on_update, on_judged)
-        after = evaluate_after(tr)
-    return finish_training(tr, after, {"mode": "async", "batch_samples": tc.batch_samples,
+        after = evaluate_after(run)
+    return finish_training(run, after, {"mode": "async", "batch_samples": tc.batch_samples,
                                        "max_staleness": tc.max_staleness, "dropped_stale": state.dropped_stale})

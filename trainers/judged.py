@@ -12,6 +12,9 @@ from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter,
 from trainers.job import Job
 from trainers.signals import SignalConfig, build_samples, collect_steps
 
+# what the feedback of a batch adds to its log line, in this order
+FEEDBACK_LOG_KEYS = ("judge_votes", "hints_accepted", "steps", "judge_s", "hints_s", "teacher_s")
+
 
 @dataclass
 class StepFeedback:
@@ -39,10 +42,11 @@ def judged_samples(trajs, salt: int, fb: StepFeedback) -> tuple[list, list, dict
 
 
 def judged_counts(trajs, steps, info: dict) -> dict:
-    """What a judged group adds to the run's totals (small and plain: it travels between processes)."""
+    """What a judged group adds to the run's totals and its log line (small and plain: it travels
+    between processes)."""
     return {"episodes": len(trajs), "successes": sum(t.success for t in trajs),
-            "tokens": sum(t.n_tokens for t in trajs), "judge_votes": info["judge_votes"],
-            "hints_accepted": info["hints_accepted"], "steps": info["steps"],
+            "tokens": sum(t.n_tokens for t in trajs),
+            **{k: info[k] for k in FEEDBACK_LOG_KEYS},
             "step_scores": [s.judgement.score for s in steps if s.judgement],
             "judge_pairs": [[s.judgement.score, s.step.info.get("step_label")] for s in steps
                             if s.judgement and s.step.info.get("step_label")]}

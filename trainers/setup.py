@@ -1,15 +1,15 @@
-"""What every training mode starts from (`start_training`): the typed mode config, the envs and tasks,
-the servers (the policy; a frozen one on the initial weights for the judge, the hints, the frozen
-teacher and the KL reference; a trained `judge.model` gets a server of its own), the trainable model
-and optimizer, and the run's state, loaded from its checkpoint or fresh after the evaluation before
-training. The loops (trainers/sync.py, trainers/async_train.py, trainers/proxy/server.py) differ only
-in how they schedule the parts."""
+"""What every training mode starts from (`start_run`): the envs and tasks, the servers (the policy; a
+frozen one on the initial weights for the judge, the hints, the frozen teacher and the KL reference; a
+trained `judge.model` gets a server of its own) and the run's state, loaded from its checkpoint or fresh
+after the evaluation before training (`Run.begin`). The judge and the trainer are roles
+(trainers/roles.py); the loops (trainers/sync.py, trainers/async_train.py, trainers/proxy/run.py)
+differ only in how they schedule them."""
 from __future__ import annotations
 
 import dataclasses
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gymnasium as gym
@@ -25,18 +25,16 @@ from envs.sandbox import wait_for_background_removals
 from nextstate.atomic import append_jsonl
 from nextstate.config import EnvConfig, ModelConfig, check_ranges
 from nextstate.types import Task
-from trainers.checkpoint import checkpoint_state, load_checkpoint, save_checkpoint, save_weights
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import filter_tasks, without_tags
 from trainers.eval_cache import EvalCache
 from trainers.feedback.model_judge import HintConfig, JudgeConfig
-from trainers.feedback.registry import HINTERS, JUDGES, Hinter, StepJudge, choose
+from trainers.feedback.registry import HINTERS, JUDGES, choose
 from trainers.job import Job
-from trainers.judged import StepFeedback, judged_counts, judged_samples, step_feedback
-from trainers.lr_schedule import SCHEDULES, lr_at
+from trainers.lr_schedule import SCHEDULES
 from trainers.run_state import RunState
 from trainers.signals import SignalConfig
-from trainers.update import UpdateConfig, ppo_update
+from trainers.update import UpdateConfig
 
 
 @dataclass
@@ -108,37 +106,20 @@ def _eval(pool, policy, tasks, system_prompt, seed, parallel, progress, desc, ou
 
 
 @dataclass
-class Training:
-    """A training run's parts, built once by `start_training`; the synchronous loop (`train_main`) and
-    the asynchronous ones (trainers/async_train.py, trainers/proxy/) differ only in how they schedule
-    them. Without an env (mode=proxy) the env parts are None and the task lists empty."""
+class Run:
+    """A training run's driver side, built by `start_run`: its job, the envs and tasks (None without an
+    env: mode=proxy's steps come from live sessions), the servers, the run's state and clocks. The work
+    is the roles' (trainers/roles.py: the judge and the trainer), whichever loop schedules them."""
     job: Job
     run_dir: Path
-    tc: TrainConfig
-    signal: SignalConfig
-    model_cfg: ModelConfig
-    judge_cfg: JudgeConfig
-    hints_cfg: HintConfig
-    env_cfg: EnvConfig | None
-    pool: EnvPool | None
-    env: gym.Env | None  # the first worker's env, unwrapped: tasks, tools and reference solutions
-    train_tasks: list[Task]
-    test_tasks: list[Task]
-    tools: dict[str, list[dict]]  # task id -> the tools its prompt offers
+    tasks: Tasks | None
     policy: HTTPPolicy  # serves rollouts (and the teacher when mode.teacher=policy)
     frozen: HTTPPolicy | None  # the initial weights: frozen teacher, KL reference (and judge, hints: below)
     judge_server: HTTPPolicy | None  # a `judge.model` checkpoint's own server; None: the judge asks `frozen`
-    judge: StepJudge | None
-    hinter: Hinter
-    teacher: HTTPPolicy | None
-    model: torch.nn.Module | None  # None where the trainer is a Ray actor
-    optimizer: torch.optim.Optimizer | None
-    state: RunState
-    eval_sampling: SamplingConfig
-    roll_sampling: SamplingConfig
+    init_path: Path  # the weights training starts from
     t_start: float
     cpu_start: float
-    init_path: Path  # the weights training starts from
+    state: RunState = field(default_factory=RunState)
 
     @property
     def state_file(self) -> Path:
@@ -148,37 +129,33 @@ class Training:
     def log_file(self) -> Path:
         return self.run_dir / "train_log.jsonl"
 
-    def rollout_agent(self, seed: int) -> ModelAgent:
-        return ModelAgent(self.policy, self.roll_sampling, seed=seed % 2**31)
+    @property
+    def env_cfg(self) -> EnvConfig | None:
+        return self.tasks.env_cfg if self.tasks else None
 
-    def samples(self, trajs, salt: int) -> tuple[list, list, dict]:
-        """Judge and teach the trajectories' steps, then build the signal's samples: (samples, judged
-        steps, counts for the log)."""
-        return judged_samples(trajs, salt, StepFeedback(self.signal, self.judge, self.hinter, self.teacher,
-                                                    self.hints_cfg, self.tools, self.tc.kl_coef, self.frozen))
+    @property
+    def test_tasks(self) -> list[Task]:
+        return self.tasks.test if self.tasks else []
 
-    def update(self, samples, seed: int, iteration: int) -> dict:
-        """One PPO update of the trainer's model (the server still serves the old weights)."""
-        tc = self.tc
-        return ppo_update(self.model, self.optimizer, samples, tc,
-                          generator=torch.Generator().manual_seed(seed % 2**31),
-                          lr=lr_at(tc.lr, tc.lr_schedule, iteration, tc.iterations, tc.lr_min_ratio))
-
-    def publish(self) -> None:
-        """The trainer's weights to the serving endpoints."""
-        self.policy.update_weights_from_disk(str(save_weights(self.model, self.run_dir / "weights")))
-
-    def count(self, trajs, n_samples: int, steps, info) -> None:
-        """Add episodes, samples, tokens and judge results to the run's totals."""
-        add_counts(self.state, judged_counts(trajs, steps, info), n_samples)
+    @property
+    def eval_sampling(self) -> SamplingConfig:
+        """Evaluation decodes greedily."""
+        model = self.job.model
+        return SamplingConfig(model.max_new_tokens, 0.0, 1.0, model.max_prompt_tokens)
 
     def evaluate(self, desc: str, out_file: Path) -> dict:
         self.policy.sampling = self.eval_sampling
-        return _eval(self.pool, self.policy, self.test_tasks, self.env_cfg.system_prompt, self.job.seed,
+        return _eval(self.tasks.pool, self.policy, self.tasks.test, self.env_cfg.system_prompt, self.job.seed,
                      self.job.parallel, self.job.progress, desc, out_file)
 
-    def checkpoint(self) -> None:
-        save_checkpoint(self.state_file, self.model, self.optimizer, self.state.to_dict())
+    def begin(self, saved: dict | None) -> RunState:
+        """The run's state: the checkpoint's (`saved`), or fresh after the evaluation before training."""
+        if saved is not None:
+            self.state = RunState.from_dict(saved)
+            print(f"[train] resumed after iteration {self.state.iteration}")
+        else:
+            self.state = fresh_state(self)
+        return self.state
 
 
 def add_counts(st: RunState, counts: dict, n_samples: int) -> None:
@@ -225,19 +202,20 @@ def open_tasks(job: Job, run_dir: Path, stack: ExitStack) -> Tasks:
     return Tasks(env_cfg, pool, env, train, test, {t.task_id: env.tools_for(t) for t in env.tasks})
 
 
-def fresh_state(tr: Training) -> RunState:
+def fresh_state(run: Run) -> RunState:
     """A new run's state, after the evaluation before training (cached per sweep: greedy decoding of
     the same weights on the same tasks gives the same score)."""
-    if tr.env is None:
+    if run.tasks is None:
         return RunState()
-    tr.policy.sampling = tr.eval_sampling
-    (tr.run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
-    cache = EvalCache(Path(tr.job.paths.cache_dir) / "evals", tr.init_path, tr.env_cfg, tr.test_tasks,
-                      tr.eval_sampling, tr.job.seed if getattr(tr.env, "seed_shapes_episodes", True) else None)
-    before = cache.get(episodes_to=tr.run_dir / "eval_before.jsonl")
+    run.policy.sampling = run.eval_sampling
+    (run.run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
+    cache = EvalCache(Path(run.job.paths.cache_dir) / "evals", run.init_path, run.env_cfg, run.test_tasks,
+                      run.eval_sampling,
+                      run.job.seed if getattr(run.tasks.env, "seed_shapes_episodes", True) else None)
+    before = cache.get(episodes_to=run.run_dir / "eval_before.jsonl")
     if before is None:
-        before = tr.evaluate("eval before", tr.run_dir / "eval_before.jsonl")
-        cache.put(before, episodes=tr.run_dir / "eval_before.jsonl")
+        before = run.evaluate("eval before", run.run_dir / "eval_before.jsonl")
+        cache.put(before, episodes=run.run_dir / "eval_before.jsonl")
     return RunState(success_before=before["success_rate"], curve=[[0, before["success_rate"]]])
 
 
@@ -282,21 +260,17 @@ def init_path_of(job: Job) -> Path:
     return Path(job.model.init_from or model_path(job.model, job.paths.cache_dir))
 
 
-def start_training(job: Job, run_dir: Path, stack: ExitStack, *, with_env: bool = True,
-                   with_trainer: bool = True) -> Training:
-    """Envs, servers (policy; a frozen one for the judge, hints, frozen teacher, KL), the trainable
-    model and optimizer, and the run's state: loaded from its checkpoint, or fresh after the
-    evaluation before training. Without an env (`mode=proxy`: the steps come from live sessions)
-    there are no tasks and no evaluation; without the trainer (the Ray loops: it is an actor) there
-    is no model here and the state is read from the checkpoint alone. Everything started is closed
-    by `stack`."""
+def start_run(job: Job, run_dir: Path, stack: ExitStack, *, with_env: bool = True) -> Run:
+    """Envs and tasks and the servers (the policy; a frozen one for the judge, hints, frozen teacher and
+    KL reference; a trained `judge.model`'s own), after every check that can stop the run before they
+    start. Without an env (`mode=proxy`) there are no tasks and no evaluation. Everything started is
+    closed by `stack`; the run's state comes with `Run.begin`."""
     t_start, cpu_start = time.monotonic(), cpu_seconds()
     tc, signal, model_cfg, backend = job.mode, job.signal, job.model, job.backend
-    judge_cfg, hints_cfg = job.judge, job.hints
-    judge_kind, hint_kind = choose(JUDGES, "judge", judge_cfg.name), choose(HINTERS, "hints", hints_cfg.name)
+    judge_kind, hint_kind = choose(JUDGES, "judge", job.judge.name), choose(HINTERS, "hints", job.hints.name)
     if tc.teacher not in ("frozen", "policy"):
         raise SystemExit(f"mode.teacher must be frozen or policy, not {tc.teacher!r}")
-    check_training_ranges(tc, judge_cfg, hints_cfg)
+    check_training_ranges(tc, job.judge, job.hints)
     if model_cfg.top_p != 1.0:  # the update's logprobs are of the whole distribution, as the rollout's must be
         raise SystemExit(f"model.top_p={model_cfg.top_p}: training samples at top_p 1.0 (the PPO ratio compares "
                          "whole-distribution logprobs); set model.top_p=1.0")
@@ -305,7 +279,7 @@ def start_training(job: Job, run_dir: Path, stack: ExitStack, *, with_env: bool 
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
 
     init_path = init_path_of(job)
-    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, judge_cfg.model, init_path)
+    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, job.judge.model, init_path)
     tasks = open_tasks(job, run_dir, stack) if with_env else None
     policy = stack.enter_context(serve_policy(model_cfg, backend, job.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))
@@ -318,23 +292,4 @@ def start_training(job: Job, run_dir: Path, stack: ExitStack, *, with_env: bool 
     if judge_weights:
         judge_server = stack.enter_context(serve_policy(model_cfg, own, job.paths.cache_dir, path=judge_weights,
                                                         log_path=run_dir / "judge_server.log"))
-    fb = step_feedback(job, tasks and tasks.env, frozen, policy, tasks.tools if tasks else {},
-                     teacher=tc.teacher, kl_coef=tc.kl_coef, judge_server=judge_server)
-    model, optimizer = load_trainer(job, init_path) if with_trainer else (None, None)
-    tr = Training(
-        job, run_dir, tc, signal, model_cfg, judge_cfg, hints_cfg,
-        tasks and tasks.env_cfg, tasks and tasks.pool, tasks and tasks.env,
-        tasks.train if tasks else [], tasks.test if tasks else [], tasks.tools if tasks else {},
-        policy, frozen, judge_server, fb.judge, fb.hinter, fb.teacher, model, optimizer, RunState(),
-        SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens),
-        rollout_sampling(model_cfg, tc),
-        t_start, cpu_start, init_path)
-    saved = load_checkpoint(tr.state_file, model, optimizer) if with_trainer else checkpoint_state(tr.state_file)
-    if saved is not None:  # resumed: the server must serve the checkpoint's weights again (the trainer's job)
-        tr.state = RunState.from_dict(saved)
-        if with_trainer:
-            tr.publish()
-        print(f"[train] resumed after iteration {tr.state.iteration}")
-    else:
-        tr.state = fresh_state(tr)
-    return tr
+    return Run(job, run_dir, tasks, policy, frozen, judge_server, init_path, t_start, cpu_start)

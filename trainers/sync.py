@@ -20,6 +20,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from agents.base import ModelAgent
 from agents.pool import run_episodes
 from nextstate.atomic import append_jsonl, read_jsonl
 from nextstate.config import suite_of
@@ -28,65 +29,71 @@ from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import max_steps_at
 from trainers.feedback.judge_accuracy import judge_accuracy
 from trainers.job import Job
-from trainers.setup import Training, start_training
+from trainers.judged import FEEDBACK_LOG_KEYS
+from trainers.roles import Judge, Trainer
+from trainers.setup import Run, add_counts, rollout_sampling, start_run
 from trainers.train_plot import write_train_plot
 
 
 def train_main(job: Job, run_dir: Path) -> dict:
+    tc = job.mode
     with ExitStack() as stack:
-        tr = start_training(job, run_dir, stack)
-        tc, state, pool = tr.tc, tr.state, tr.pool
+        run = start_run(job, run_dir, stack)
+        tasks, policy, sampling = run.tasks, run.policy, rollout_sampling(job.model, tc)
+        judge = Judge(job, tasks.env, tasks.tools, policy, run.frozen, run.judge_server)
+        trainer = Trainer(job, run_dir, policy)
+        state = run.begin(trainer.saved)
         loop_start = time.monotonic()
         for it in range(state.iteration + 1, tc.iterations):
             rng = random.Random(hash((job.seed, it)))
-            chosen = rng.sample(tr.train_tasks, min(tc.tasks_per_iter, len(tr.train_tasks)))
+            chosen = rng.sample(tasks.train, min(tc.tasks_per_iter, len(tasks.train)))
             batch = [t for t in chosen for _ in range(tc.group_size)]
-            tr.policy.sampling = tr.roll_sampling
-            pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, tr.env_cfg.max_steps))
+            policy.sampling = sampling
+            tasks.pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, tasks.env_cfg.max_steps))
             t0 = time.monotonic()
             trajs = run_episodes(
-                pool, lambda i, it=it: tr.rollout_agent(hash((job.seed, it, i))),
-                batch, system_prompt=tr.env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
+                tasks.pool, lambda i, it=it: ModelAgent(policy, sampling, seed=hash((job.seed, it, i)) % 2**31),
+                batch, system_prompt=tasks.env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
                 progress=job.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
             t1 = time.monotonic()
-            samples, steps, info = tr.samples(trajs, salt=it)
+            samples, counts = judge.judge(it, trajs)
             t2 = time.monotonic()
-            stats = tr.update(samples, seed=hash((job.seed, it)), iteration=it)
+            stats = trainer.update(samples, version=it + 1)
             t3 = time.monotonic()
-            tr.publish()
-            info.update(rollout_s=round(t1 - t0, 2), signal_s=round(t2 - t1, 2), update_s=round(t3 - t2, 2),
-                        publish_s=round(time.monotonic() - t3, 2))
+            trainer.publish()
             state.iteration = it
-            tr.count(trajs, len(samples), steps, info)
+            add_counts(state, counts, len(samples))
             log = {"iteration": it, "elapsed_s": round(time.monotonic() - loop_start, 2), "episodes": len(trajs),
-                   "samples": len(samples),
-                   "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)), **info, **stats}
-            pool.set_max_steps(tr.env_cfg.max_steps)  # evaluation always uses the env's own limit
+                   "samples": len(samples), "rollout_success": sum(t.success for t in trajs) / max(1, len(trajs)),
+                   **{k: counts[k] for k in FEEDBACK_LOG_KEYS}, "rollout_s": round(t1 - t0, 2),
+                   "signal_s": round(t2 - t1, 2), "update_s": round(t3 - t2, 2),
+                   "publish_s": round(time.monotonic() - t3, 2), **stats}
+            tasks.pool.set_max_steps(tasks.env_cfg.max_steps)  # evaluation always uses the env's own limit
             if tc.eval_every and (it + 1) % tc.eval_every == 0 and it + 1 < tc.iterations:
                 t4 = time.monotonic()
-                mid = tr.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
+                mid = run.evaluate(f"eval @{it + 1}", run_dir / f"eval_it{it + 1}.jsonl")
                 state.curve.append([state.train_episodes, mid["success_rate"]])
                 log.update(eval_success=mid["success_rate"], eval_s=round(time.monotonic() - t4, 2))
-            append_jsonl(tr.log_file, log)
-            tr.checkpoint()
+            append_jsonl(run.log_file, log)
+            trainer.save(state.to_dict())
             print(f"[train] it {it + 1}/{tc.iterations}: {len(samples)} samples, loss {stats.get('loss', 0):.4f}, "
                   f"rollout success {log['rollout_success']:.2f}")
-        after = evaluate_after(tr)
-    return finish_training(tr, after)
+        after = evaluate_after(run)
+    return finish_training(run, after)
 
 
-def evaluate_after(tr: Training) -> dict:
-    after_file = tr.run_dir / "eval_after.jsonl"
+def evaluate_after(run: Run) -> dict:
+    after_file = run.run_dir / "eval_after.jsonl"
     after_file.unlink(missing_ok=True)
-    after = tr.evaluate("eval after", after_file)
-    tr.state.curve.append([tr.state.train_episodes, after["success_rate"]])
+    after = run.evaluate("eval after", after_file)
+    run.state.curve.append([run.state.train_episodes, after["success_rate"]])
     return after
 
 
-def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dict:
+def finish_training(run: Run, after: dict, extra: dict | None = None) -> dict:
     """metrics.json, the leaderboard row, the run's training curves and the sweep plot of a finished run."""
-    job, tc, signal, state, run_dir = tr.job, tr.tc, tr.signal, tr.state, tr.run_dir
-    model_cfg, env_cfg, judge_cfg, hints_cfg = tr.model_cfg, tr.env_cfg, tr.judge_cfg, tr.hints_cfg
+    job, state, run_dir, env_cfg = run.job, run.state, run.run_dir, run.env_cfg
+    tc, signal, model_cfg, judge_cfg, hints_cfg = job.mode, job.signal, job.model, job.judge, job.hints
     acc = judge_accuracy(state.judge_pairs)
     scores = state.step_scores
     metrics = {
@@ -99,14 +106,14 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
         "mean_step_score": sum(scores) / len(scores) if scores else None,
         "judge_votes": state.judge_votes, "hints_accepted": state.hints_accepted,
         "judge_neg_precision": acc["precision"], "judge_neg_recall": acc["recall"], "judge_labeled_steps": acc["n"],
-        "tokens": state.tokens, "wall_s": round(time.monotonic() - tr.t_start, 1),
-        "cpu_s": round(cpu_seconds() - tr.cpu_start, 1), "curve": state.curve,
+        "tokens": state.tokens, "wall_s": round(time.monotonic() - run.t_start, 1),
+        "cpu_s": round(cpu_seconds() - run.cpu_start, 1), "curve": state.curve,
         **(extra or {}),
-        "train_log": read_jsonl(tr.log_file),
+        "train_log": read_jsonl(run.log_file),
     }
     row = {"timestamp": dt.datetime.now().isoformat(timespec="seconds"), "env": metrics["env"],
            "suite": metrics["suite"], "split": "test", "agent": "model", "model": metrics["model"],
-           "signal": signal.name, "seed": job.seed, "n_tasks": len(tr.test_tasks),
+           "signal": signal.name, "seed": job.seed, "n_tasks": len(run.test_tasks),
            "success_rate": round(after["success_rate"], 4), "mean_steps": round(after["mean_steps"], 2),
            "infra_failures": after["infra_failures"], "tokens": metrics["tokens"], "wall_s": metrics["wall_s"],
            "cpu_s": metrics["cpu_s"], "run_dir": str(run_dir), "git_commit": git_commit(),
@@ -118,7 +125,7 @@ def finish_training(tr: Training, after: dict, extra: dict | None = None) -> dic
     # metrics.json and the row, committed so that a kill between them leaves a row resume= files once
     commit_run(run_dir, metrics, Path(job.paths.results_dir) / "leaderboard.csv", row)
     if not tc.keep_checkpoint:  # only a killed run needs it to resume; the final weights stay
-        shutil.rmtree(tr.state_file, ignore_errors=True)
+        shutil.rmtree(run.state_file, ignore_errors=True)
     write_train_plot(run_dir)
     print(f"[train] {signal.name}: success {metrics['success_before']:.3f} -> {metrics['success_after']:.3f} "
           f"({metrics['train_episodes']} episodes, {metrics['train_samples']} samples, {metrics['wall_s']:.0f} s)")

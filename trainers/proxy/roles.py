@@ -7,13 +7,14 @@ import threading
 
 from agents.serving.asgi_server import ServerThread, listening_socket
 from nextstate.atomic import write_json_atomic
-from trainers.async_roles import Judge, RunSpec
+from trainers.async_roles import RunSpec
 from trainers.checkpoint import checkpoint_state
 from trainers.proxy.http import make_app
 from trainers.proxy.journal import SessionJournal
 from trainers.proxy.request import special_tokens_of
 from trainers.proxy.server import Proxy
 from trainers.proxy.sessions import SessionBook
+from trainers.roles import Judge
 from trainers.setup import rollout_sampling
 
 

@@ -12,17 +12,18 @@ from pathlib import Path
 from agents.serving.asgi_server import listening_socket
 from nextstate.atomic import append_jsonl, read_jsonl, write_json_atomic
 from trainers.async_train import ray_loops, record_update
+from trainers.checkpoint import checkpoint_state
 from trainers.job import Job
 from trainers.proxy.roles import ProxyEndpoint, ProxyJudge
 from trainers.proxy.server import ProxyConfig
 from trainers.ray_loops import ACTOR_GONE, UpdateReport
 from trainers.ray_runtime import ray_session
-from trainers.setup import Training, add_counts, start_training
+from trainers.setup import Run, add_counts, start_run
 from trainers.train_plot import write_train_plot
 
 
-def _check_signal(tr: Training) -> None:
-    s = tr.signal
+def _check_signal(run: Run) -> None:
+    s = run.job.signal
     if not (s.needs_judge or s.needs_hints):
         raise SystemExit("mode=proxy: a conversation has no outcome score; use signal=prm|opd|prm_opd "
                          "(+experiment=personal_proxy)")
@@ -48,12 +49,12 @@ def proxy_main(job: Job, run_dir: Path) -> dict:
         raise SystemExit(f"mode=proxy cannot listen on {tc.host}:{tc.port} ({e.strerror}): choose another "
                          "mode.port, or mode.port=0 for a free one") from None
     with ExitStack() as stack:
-        tr = start_training(job, run_dir, stack, with_env=False, with_trainer=False)
-        _check_signal(tr)
-        tc, state = tr.tc, tr.state
+        run = start_run(job, run_dir, stack, with_env=False)
+        _check_signal(run)
+        state = run.begin(checkpoint_state(run.state_file))
         stack.callback((run_dir / "proxy.json").unlink, missing_ok=True)  # once it stops serving (Ctrl-C, SIGTERM too)
         stack.enter_context(ray_session(job.ray))
-        loops = ray_loops(tr, workers=1, next_group=state.open_from, with_env=False,
+        loops = ray_loops(run, workers=1, next_group=state.open_from, with_env=False,
                           rollout=ProxyEndpoint, judge=ProxyJudge,
                           rollout_options={"max_concurrency": 4})  # stats and compaction while a step is awaited
         final: dict = {}
@@ -76,7 +77,7 @@ def proxy_main(job: Job, run_dir: Path) -> dict:
             state.open_from = r.open_from
             loops.save(state.to_dict())
             endpoint("compact", r.open_from)  # after the checkpoint: a kill in between keeps a step twice, never none
-            append_jsonl(tr.log_file, log)
+            append_jsonl(run.log_file, log)
             write_train_plot(run_dir)  # a proxy may never finish: its curves are current after every update
             print(f"[proxy] update {r.version}: {r.samples} samples from live sessions, "
                   f"loss {r.stats.get('loss', 0):.4f}; {final.get('served', 0)} requests served", flush=True)
@@ -84,11 +85,11 @@ def proxy_main(job: Job, run_dir: Path) -> dict:
         remaining = tc.iterations - (state.iteration + 1) if tc.iterations else 10**12
         if remaining > 0:
             loops.run(remaining, on_update, lambda group, counts: add_counts(state, counts, 0))
-    metrics = {"mode": "proxy", "signal": tr.signal.name, "model": tr.model_cfg.name, "seed": job.seed,
+    metrics = {"mode": "proxy", "signal": job.signal.name, "model": job.model.name, "seed": job.seed,
                "iterations": state.iteration + 1, "train_samples": state.train_samples,
                "steps_judged": state.train_episodes, "judge_votes": state.judge_votes,
                "hints_accepted": state.hints_accepted, "dropped_stale": state.dropped_stale, **final,
-               "wall_s": round(time.monotonic() - tr.t_start, 1), "train_log": read_jsonl(tr.log_file)}
+               "wall_s": round(time.monotonic() - run.t_start, 1), "train_log": read_jsonl(run.log_file)}
     write_json_atomic(run_dir / "metrics.json", metrics)
     print(f"[proxy] stopped after {metrics['iterations']} updates; weights in {run_dir / 'weights'}")
     return metrics
