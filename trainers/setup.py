@@ -97,8 +97,8 @@ def load_trainable(path: Path, tc: TrainConfig, dtype: str):
     return model
 
 
-def _eval(pool, policy, tasks, system_prompt, seed, parallel, progress, desc, out_file: Path) -> dict:
-    trajs = run_episodes(pool, lambda i: ModelAgent(policy), tasks, system_prompt=system_prompt, seed=seed,
+def _eval(pool, policy, sampling, tasks, system_prompt, seed, parallel, progress, desc, out_file: Path) -> dict:
+    trajs = run_episodes(pool, lambda i: ModelAgent(policy, sampling), tasks, system_prompt=system_prompt, seed=seed,
                          parallel=parallel, progress=progress, desc=desc)
     for t in trajs:
         append_jsonl(out_file, t.to_dict())
@@ -144,9 +144,8 @@ class Run:
         return SamplingConfig(model.max_new_tokens, 0.0, 1.0, model.max_prompt_tokens)
 
     def evaluate(self, desc: str, out_file: Path) -> dict:
-        self.policy.sampling = self.eval_sampling
-        return _eval(self.tasks.pool, self.policy, self.tasks.test, self.env_cfg.system_prompt, self.job.seed,
-                     self.job.parallel, self.job.progress, desc, out_file)
+        return _eval(self.tasks.pool, self.policy, self.eval_sampling, self.tasks.test, self.env_cfg.system_prompt,
+                     self.job.seed, self.job.parallel, self.job.progress, desc, out_file)
 
     def begin(self, saved: dict | None) -> RunState:
         """The run's state: the checkpoint's (`saved`), or fresh after the evaluation before training."""
@@ -207,7 +206,6 @@ def fresh_state(run: Run) -> RunState:
     the same weights on the same tasks gives the same score)."""
     if run.tasks is None:
         return RunState()
-    run.policy.sampling = run.eval_sampling
     (run.run_dir / "eval_before.jsonl").unlink(missing_ok=True)  # a run killed before its first checkpoint
     cache = EvalCache(Path(run.job.paths.cache_dir) / "evals", run.init_path, run.env_cfg, run.test_tasks,
                       run.eval_sampling,

@@ -67,11 +67,11 @@ def sft_main(job: Job, run_dir: Path) -> dict:
                               render_prompt_ids)
         policy = stack.enter_context(serve_policy(model_cfg, job.backend, job.paths.cache_dir,
                                                   path=init_path, log_path=run_dir / "server.log"))
-        policy.sampling = eval_sampling
 
         def evaluate(name):
-            trajs = run_episodes(pool, lambda i: ModelAgent(policy), test_tasks, system_prompt=env_cfg.system_prompt,
-                                 seed=job.seed, parallel=job.parallel, progress=job.progress, desc=name)
+            trajs = run_episodes(pool, lambda i: ModelAgent(policy, eval_sampling), test_tasks,
+                                 system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
+                                 progress=job.progress, desc=name)
             for t in trajs:
                 append_jsonl(run_dir / f"{name.replace(' ', '_')}.jsonl", t.to_dict())
             return summarize(trajs)

@@ -48,7 +48,6 @@ def train_main(job: Job, run_dir: Path) -> dict:
             rng = random.Random(hash((job.seed, it)))
             chosen = rng.sample(tasks.train, min(tc.tasks_per_iter, len(tasks.train)))
             batch = [t for t in chosen for _ in range(tc.group_size)]
-            policy.sampling = sampling
             tasks.pool.set_max_steps(max_steps_at(it, tc.iterations, tc.max_steps_start, tasks.env_cfg.max_steps))
             t0 = time.monotonic()
             trajs = run_episodes(
