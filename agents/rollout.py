@@ -17,13 +17,7 @@ from agents.base import Agent
 from agents.openai_agent import AgentUnavailable
 from nextstate.types import NextState, Step, Task, Trajectory
 
-# What of the last step's info a trajectory keeps: the grader's report, what the agent changed of the
-# grading toolchain (envs/sandbox/integrity.py), and a persona chat task's first-reply grade
-# (envs/chat/env.py), which the personalization score is computed from; and the traceback of an env
-# that raised.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-FINAL_INFO_KEPT = ("test_output", "test_exit_code", "tampered", "verifier_timed_out", "regraded", "suspicious",
-                   "first_reply_met", "first_reply_wants", "corrections", "infra_traceback")
 TRACEBACK_KEPT = 4000  # characters of an env's traceback kept in a trajectory (its tail)
 
 
@@ -100,7 +94,9 @@ def run_episode(env, agent: Agent, task: Task, system_prompt: str, *, seed: int 
     traj.success = bool(info.get("success", False)) and not traj.infra_failure
     traj.timings["verify"] = float(info.get("verify_s", 0.0))
     traj.timings["agent"] = time.monotonic() - t_agent - traj.timings["verify"]
-    for key in FINAL_INFO_KEPT:
+    # what of the last step's info the env declares its trajectories keep (its grading report), and the
+    # traceback of an env that raised
+    for key in (*getattr(getattr(env, "unwrapped", env), "final_info_kept", ()), "infra_traceback"):
         if key in info:
             traj.info[key] = info[key]
     return traj

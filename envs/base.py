@@ -18,6 +18,10 @@ class TextEnv(gym.Env[str, str]):
 
     metadata = {"render_modes": []}
     seed_shapes_episodes = False
+    # what of an episode's last info its trajectory keeps (agents/rollout.py): the grader's report and
+    # what the agent changed of the grading toolchain (envs/sandbox/integrity.py); an env adds its own
+    final_info_kept: tuple[str, ...] = ("test_output", "test_exit_code", "tampered", "verifier_timed_out",
+                                        "regraded", "suspicious")
 
 
 def given_or_default(name: str, cls: type[C], config: C | None, sandbox=None):

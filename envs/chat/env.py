@@ -36,6 +36,9 @@ class ChatEnvConfig(EnvConfig):
 
 
 class ChatEnv(TextEnv):
+    # a persona task's first-reply grade, which the personalization score is computed from
+    final_info_kept = TextEnv.final_info_kept + ("first_reply_met", "first_reply_wants", "corrections")
+
     def __init__(self, config: ChatEnvConfig | None = None, sandbox=None, *, tasks: list[Task] | None = None,
                  split: str | None = None, run_id: str = "adhoc"):
         config, _ = given_or_default("chat", ChatEnvConfig, config, sandbox)
