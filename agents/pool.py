@@ -1,9 +1,10 @@
-"""Many episodes at once: one env per worker thread (`EnvPool`), `parallel` episodes in flight (the
+"""Many episodes at once: envs made as needed and reused (`EnvPool`), `parallel` episodes in flight (the
 model's endpoint batches their requests), results in task order, and the summary every mode reports."""
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Callable
 
 from tqdm import tqdm
@@ -33,23 +34,46 @@ def summarize(trajs: list[Trajectory]) -> dict:
 
 
 class EnvPool:
-    """One env per worker thread, created on first use, all closed at the end."""
+    """Envs made when an episode needs one and reused by every later one, all closed at the end: a
+    run holds as many envs (each with its Docker client, and a container while an episode runs) as it
+    runs episodes at once, however many batches it runs."""
 
     def __init__(self, make_env: Callable):
         self._make_env = make_env
-        self._local = threading.local()
         self._all: list = []
+        self._idle: list = []
         self._lock = threading.Lock()
 
-    def get(self):
-        env = getattr(self._local, "env", None)
-        if env is None:
-            env = self._local.env = self._make_env()
-            if getattr(self, "max_steps", None) is not None:
-                env.max_steps = self.max_steps
-            with self._lock:
-                self._all.append(env)
+    def _made(self):
+        env = self._make_env()
+        if getattr(self, "max_steps", None) is not None:
+            env.max_steps = self.max_steps
+        with self._lock:
+            self._all.append(env)
         return env
+
+    def get(self):
+        """The first env (made if there is none): for reading the suite (tasks, tools, references), or
+        for episodes run one at a time."""
+        with self._lock:
+            first = self._all[0] if self._all else None
+        if first is None:
+            first = self._made()
+            with self._lock:
+                self._idle.append(first)
+        return first
+
+    @contextmanager
+    def checkout(self):
+        """An env no other episode is using, given back when the episode ends."""
+        with self._lock:
+            env = self._idle.pop() if self._idle else None
+        env = env if env is not None else self._made()
+        try:
+            yield env
+        finally:
+            with self._lock:
+                self._idle.append(env)
 
     def set_max_steps(self, n: int) -> None:
         """Change the step limit of every env (curriculum); envs made later get it too."""
@@ -61,6 +85,12 @@ class EnvPool:
         for env in self._all:
             env.close()
         self._all.clear()
+        self._idle.clear()
+
+
+def _episode(pool: EnvPool, agent, task: Task, system_prompt: str, seed: int, on_step) -> Trajectory:
+    with pool.checkout() as env:
+        return run_episode(env, agent, task, system_prompt, seed=seed, on_step=on_step)
 
 
 def run_episodes(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, system_prompt: str,
@@ -82,8 +112,8 @@ def run_episodes(pool: EnvPool, make_agent: Callable, tasks: list[Task], *, syst
                     live["tokens"] += n_tokens
                     bar.set_postfix(live, refresh=True)
 
-            futs = {ex.submit(lambda i, t: run_episode(pool.get(), make_agent(i), t, system_prompt, seed=seed,
-                                                       on_step=stepped if progress else None), i, t): i
+            futs = {ex.submit(lambda i, t: _episode(pool, make_agent(i), t, system_prompt, seed,
+                                                    stepped if progress else None), i, t): i
                     for i, t in enumerate(tasks)}
             for fut in as_completed(futs):
                 traj = fut.result()
