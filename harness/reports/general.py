@@ -88,7 +88,8 @@ def write(rows: list[dict], out: Path) -> str:
         md += ("\nSeconds per update by phase (median over the runs' updates; eval: one held-out "
                "evaluation):\n\n" + phases)
     write_text_atomic(out / "table.md", md)
-    score_curves(rows, out / "curves.png", setting="env", ylabel="held-out success (greedy)")
+    score_curves(rows, out / "curves.png", setting="env", ylabel="held-out success (greedy)",
+                 xlabel="updates (each: mode.tasks_per_iter x mode.group_size episodes)")
     return md
 
 

@@ -160,7 +160,8 @@ def paired_bars(deltas: dict[tuple[str, str], dict[str, list[float]]], metrics: 
 
 
 def score_curves(rows: list[dict], path: Path, setting: str = "persona",
-                 ylabel: str = "held-out score (first reply meets every preference)") -> Path:
+                 ylabel: str = "held-out score (first reply meets every preference)",
+                 xlabel: str = "updates (16 samples each)") -> Path:
     """Mean held-out score against updates, one line per (signal, judge), a panel per setting (a
     persona, or an env); the band spans the seeds' lowest and highest score."""
     plt = _pyplot()
@@ -179,7 +180,7 @@ def score_curves(rows: list[dict], path: Path, setting: str = "persona",
             ax.fill_between(xs, [min(pts[x]) for x in xs], [max(pts[x]) for x in xs], alpha=0.12,
                             color=line.get_color())
         ax.set_title(f"{setting}: {persona}")
-        ax.set_xlabel("updates (16 episodes each)" if setting != "persona" else "updates (16 samples each)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
