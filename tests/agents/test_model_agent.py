@@ -40,6 +40,7 @@ def test_greedy_is_deterministic(policy):
     assert a[0].token_ids == b[0].token_ids
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_model_agent_eval_writes_a_leaderboard_row(tmp_path):
     env = dict(os.environ, NEXTSTATE_RESULTS=str(tmp_path))

@@ -220,6 +220,7 @@ def test_killed_browser_is_an_infra_failure_and_recovers(gui_config):
 
 
 @pytest.mark.docker
+@pytest.mark.slow
 def test_cli_oracle_run(tmp_path, harness_run):
     p = harness_run(tmp_path, "env=gui", "env.suite=apps", "agent=oracle", "split=test", "limit=3")
     assert p.returncode == 0, p.stderr[-3000:]

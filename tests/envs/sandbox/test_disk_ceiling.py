@@ -71,6 +71,7 @@ def test_the_daemon_refuses_the_write_past_the_limit_however_fast_the_writer(btr
         assert _written(sb.exec(WRITER).output) == 400
 
 
+@pytest.mark.slow
 def test_a_copy_into_a_full_container_is_the_agents_not_infra(btrfs_daemon, sandbox_config):
     client, _, image = btrfs_daemon
     config = dataclasses.replace(sandbox_config, disk_limit="16m", user="root")

@@ -194,6 +194,7 @@ def test_only_the_oracles_reply_uploads_the_solution(env):
     assert "[exit code 2]" in obs
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_the_task_agent_timeout_cuts_the_episode_and_grades_it(env, terminal_config):
     task = env._by_id["harbor-agent-timeout"]

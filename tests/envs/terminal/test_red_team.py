@@ -223,6 +223,7 @@ def slow_verifier_task(tmp_path, limit_s: float):
 SLOW_ONCE = "if [ -f /tmp/ran-once ]; then echo 42; else touch /tmp/ran-once; sleep 30; fi"
 
 
+@pytest.mark.slow
 def test_a_verifier_killed_at_its_limit_is_named_with_its_exit_code(tmp_path, terminal_config, sandbox_config):
     traj = run_answer(terminal_config, sandbox_config, slow_verifier_task(tmp_path, 3), SLOW_ONCE)
     assert traj.outcome == 0.0 and not traj.infra_failure
@@ -230,6 +231,7 @@ def test_a_verifier_killed_at_its_limit_is_named_with_its_exit_code(tmp_path, te
     assert traj.info["test_exit_code"] == 137 and "killed at its 3 s limit" in traj.info["test_output"]
 
 
+@pytest.mark.slow
 def test_a_run_can_regrade_a_verifier_timeout_once(tmp_path, terminal_config, sandbox_config):
     cfg = dataclasses.replace(terminal_config, regrade_verifier_timeouts=True)
     traj = run_answer(cfg, sandbox_config, slow_verifier_task(tmp_path, 3), SLOW_ONCE)
@@ -481,6 +483,7 @@ def test_a_background_writer_is_stopped_between_commands(small_disk_env, termina
     assert not traj.infra_failure
 
 
+@pytest.mark.slow
 def test_a_non_root_agents_writer_is_stopped_while_and_after_the_tests_run(small_disk_env, terminal_config):
     """A non-root agent's processes keep running while its tests run (a task may check a service it
     started); one of them fills /run/lock (world-writable, on the container's disk) from then on.

@@ -172,6 +172,7 @@ def test_undoing_a_done_part_is_not_progress(env, config):
     assert "backup" in traj.info["test_output"]  # names the check that failed
 
 
+@pytest.mark.slow
 @pytest.mark.docker
 def test_what_the_agent_leaves_fails_grading_never_the_harness(env, config):
     """A FIFO where the answer file should be would hang a reader: the check is killed and fails,
