@@ -26,6 +26,7 @@ from harness.reports.personalization import (
 )
 from harness.reports.plots import score_curves
 from nextstate.atomic import write_text_atomic
+from trainers.signals.registry import get_signal
 
 COLUMNS = ("env", "suite", "signal", "judge", "seed", "updates", "score", "run_dir")
 _SCORE_COLUMNS = set(COLUMNS) - {"run_dir"}
@@ -42,10 +43,18 @@ def run_scores(run_dir: Path) -> list[dict]:
     env = cfg.get("env") or {}
     if env.get("name") in (None, "chat") or (cfg.get("mode") or {}).get("name") != "train":
         return []
-    base = {"env": env["name"], "suite": env.get("suite", "-"), "signal": signal_name(cfg),
+    base = {"env": env["name"], "suite": env.get("suite", "-"), "signal": general_signal_name(cfg),
             "judge": feedback_label(cfg), "seed": cfg["seed"], "run_dir": str(run_dir)}
     return [{**base, "updates": u, "score": round(s, 4)} for u, s in sorted(_points(run_dir).items())
             if s is not None]
+
+
+def general_signal_name(cfg: dict) -> str:
+    """The signal's label; a judged signal whose votes are the advantage (`baseline: none`, no outcome
+    term, no standardization) is `<name>+votes`, a different arm from the paper's stepwise reward."""
+    sig = cfg["signal"]
+    votes = get_signal(sig["name"]).needs_judge and sig.get("baseline", "stepwise") == "none"
+    return signal_name(cfg) + ("+votes" if votes else "")
 
 
 def collect(inputs: list[Path]) -> list[dict]:

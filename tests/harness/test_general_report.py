@@ -53,3 +53,18 @@ def test_the_table_says_where_an_updates_seconds_go(tmp_path):
     md = phase_table(collect([tmp_path]))
     # medians: rollout 24, update 26, publish 1 -> 51 s an update; eval 200 s
     assert "| toolcall | prm | 3 | 19 | 24.0 | 0.0 | 0.0 | 0.0 | 26.0 | 1.0 | 51.0 | 200 |" in md
+
+
+def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
+    """prm with `baseline: none` (the vote is the advantage, no outcome term) is not the paper's prm:
+    it is filed as `prm+votes`, so it is never paired or averaged with stepwise prm runs."""
+    stepwise = _run(tmp_path, "s", "terminal", "prm", 0, {0: 0.5, 16: 0.5})
+    votes = _run(tmp_path, "v", "terminal", "prm", 0, {0: 0.5, 16: 0.7})
+    outcome = _run(tmp_path, "o", "terminal", "outcome", 0, {0: 0.5, 16: 0.5})
+    for run, baseline in [(stepwise, "stepwise"), (votes, "none"), (outcome, "none")]:
+        cfg_file = run / ".hydra" / "config.yaml"
+        cfg = yaml.safe_load(cfg_file.read_text())
+        cfg["signal"]["baseline"] = baseline
+        cfg_file.write_text(yaml.safe_dump(cfg))
+    assert {(r["signal"], r["score"]) for r in collect([tmp_path]) if r["updates"] == 16} == {
+        ("prm", 0.5), ("prm+votes", 0.7), ("outcome", 0.5)}
