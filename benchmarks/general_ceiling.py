@@ -10,11 +10,14 @@ experiment trains (its `model.init_from`, e.g. the SFT warm start).
     python benchmarks/general_ceiling.py --experiment general_terminal --k 8 --limit 50
 
 The last line is the JSON summary; per template (the task's second tag) the same numbers are printed.
+Instances run in chunks with a running tally after each; stopped (Ctrl-C, SIGTERM, a `timeout`), it
+closes its sandboxes and prints the summary of the instances it finished, marked `"partial": true`.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import time
 from collections import defaultdict
 from contextlib import ExitStack
@@ -39,17 +42,42 @@ def start_model(experiment: str, overrides: list[str]):
     return job, mc, path
 
 
+def tally(tasks, greedy, sampled, k: int) -> dict:
+    """Per template (the task's second tag) and over "all": n, greedy success, per-sample success, pass@k."""
+    rows = defaultdict(lambda: {"n": 0, "greedy": 0, "samples": 0, "pass": 0})
+    for i, task in enumerate(tasks):
+        wins = [t.success for t in sampled[i * k:(i + 1) * k]]
+        for key in ("all", task.tags[1] if len(task.tags) > 1 else task.difficulty):
+            r = rows[key]
+            r["n"] += 1
+            r["greedy"] += greedy[i].success
+            r["samples"] += sum(wins)
+            r["pass"] += any(wins)
+    return {key: {"n": r["n"], "greedy": round(r["greedy"] / r["n"], 3),
+                  "sample_success": round(r["samples"] / (r["n"] * k), 3),
+                  f"pass_at_{k}": round(r["pass"] / r["n"], 3)} for key, r in rows.items()}
+
+
+def _stop(signum, frame):  # SIGTERM (e.g. `timeout`) -> the Ctrl-C path: sandboxes closed, partial summary
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", default="general_toolcall")
     ap.add_argument("--k", type=int, default=8, help="sampled episodes per instance")
     ap.add_argument("--limit", type=int, default=None, help="the first N test instances (default: all)")
+    ap.add_argument("--chunk", type=int, default=8, help="instances per chunk (a tally is printed after each)")
     ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. model.init_from=...")
     args = ap.parse_args()
+    if args.k < 1 or args.chunk < 1 or (args.limit is not None and args.limit < 1):
+        raise SystemExit("error: --k, --chunk and --limit must be at least 1")
+    signal.signal(signal.SIGTERM, _stop)
     job, mc, path = start_model(args.experiment, args.overrides)
     t0 = time.monotonic()
     run_dir = Path("/tmp/general_ceiling")
     run_dir.mkdir(parents=True, exist_ok=True)
+    done, greedy, sampled, stopped = [], [], [], False
     with ExitStack() as stack:
         make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split="test")
         pool = EnvPool(make_env)
@@ -59,25 +87,30 @@ def main() -> None:
                                                   path=path, log_path=run_dir / "server.log"))
         greedy_sampling = SamplingConfig(mc.max_new_tokens, 0.0, 1.0, mc.max_prompt_tokens)
         hot = SamplingConfig(mc.max_new_tokens, job.mode.rollout_temperature, 1.0, mc.max_prompt_tokens)
-        greedy = run_episodes(pool, lambda i: ModelAgent(policy, greedy_sampling), tasks,
-                              system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
-                              desc="greedy")
-        repeated = [t for t in tasks for _ in range(args.k)]
-        sampled = run_episodes(pool, lambda i: ModelAgent(policy, hot, seed=1000 + i), repeated,
-                               system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
-                               desc=f"{args.k} samples each")
-    rows = defaultdict(lambda: {"n": 0, "greedy": 0, "samples": 0, "pass": 0})
-    for i, task in enumerate(tasks):
-        wins = [t.success for t in sampled[i * args.k:(i + 1) * args.k]]
-        for key in ("all", task.tags[1] if len(task.tags) > 1 else task.difficulty):
-            r = rows[key]
-            r["n"] += 1
-            r["greedy"] += greedy[i].success
-            r["samples"] += sum(wins)
-            r["pass"] += any(wins)
-    summary = {key: {"n": r["n"], "greedy": round(r["greedy"] / r["n"], 3),
-                     "sample_success": round(r["samples"] / (r["n"] * args.k), 3),
-                     f"pass_at_{args.k}": round(r["pass"] / r["n"], 3)} for key, r in rows.items()}
+        try:
+            for at in range(0, len(tasks), args.chunk):
+                chunk = tasks[at:at + args.chunk]
+                g = run_episodes(pool, lambda i: ModelAgent(policy, greedy_sampling), chunk,
+                                 system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
+                                 desc="greedy", progress=False)
+                repeated = [t for t in chunk for _ in range(args.k)]
+                first = at * args.k  # episode seeds as if every instance ran in one batch
+
+                def sampler(i, first=first):
+                    return ModelAgent(policy, hot, seed=1000 + first + i)
+
+                s = run_episodes(pool, sampler, repeated, system_prompt=env_cfg.system_prompt, seed=job.seed,
+                                 parallel=job.parallel, desc=f"{args.k} samples each", progress=False)
+                done, greedy, sampled = done + chunk, greedy + g, sampled + s
+                r = tally(done, greedy, sampled, args.k)["all"]
+                print(f"[{len(done)}/{len(tasks)} instances, {time.monotonic() - t0:.0f} s] greedy {r['greedy']}, "
+                      f"per sample {r['sample_success']}, pass@{args.k} {r[f'pass_at_{args.k}']}", flush=True)
+        except KeyboardInterrupt:
+            stopped = True
+            print(f"stopped after {len(done)} of {len(tasks)} instances; closing the sandboxes", flush=True)
+    if not done:
+        raise SystemExit("error: stopped before the first chunk finished: nothing to report")
+    summary = tally(done, greedy, sampled, args.k)
     for key, r in summary.items():
         print(f"{key:>10}: n {r['n']}, greedy {r['greedy']}, per sample {r['sample_success']}, "
               f"pass@{args.k} {r[f'pass_at_{args.k}']}")
@@ -86,7 +119,7 @@ def main() -> None:
     print(json.dumps({"metric": "general_start_pass_at_k_minus_greedy",
                       "value": round(s[f"pass_at_{args.k}"] - s["greedy"], 3), "target": "greedy in 0.05-0.7, "
                       "pass@k clearly above", "higher_is_better": True, "experiment": args.experiment,
-                      "k": args.k, "temperature": job.mode.rollout_temperature, **summary}))
+                      "k": args.k, "temperature": job.mode.rollout_temperature, "partial": stopped, **summary}))
 
 
 if __name__ == "__main__":

@@ -3,12 +3,14 @@ validated into its class (a wrong key or type fails here, naming it) and its num
 the mode starts anything. The only place config nodes are read on a run's path."""
 from __future__ import annotations
 
+import dataclasses
+
 from omegaconf import DictConfig, OmegaConf
 
 from agents.serving.backend import BackendConfig
 from envs import ENVS
 from envs.sandbox import SandboxConfig
-from nextstate.config import EnvConfig, PathsConfig, check_ranges, model_config, run_config, typed
+from nextstate.config import ConfigError, EnvConfig, PathsConfig, check_ranges, model_config, run_config, typed
 from trainers.job import Job
 
 
@@ -23,17 +25,31 @@ def env_config(node: DictConfig) -> EnvConfig:
     return config
 
 
+def feedback_config(node: DictConfig, table: dict, group: str):
+    """The judge or hint kind's own config class (trainers.feedback.registry): `judge=oracle` has no
+    prompt or sampling fields, so setting one is refused, naming the kind's fields."""
+    from trainers.feedback.registry import choose
+
+    cls = choose(table, group, node.name).config
+    known = [f.name for f in dataclasses.fields(cls)]
+    extra = sorted(set(node) - set(known))
+    if extra:
+        raise ConfigError(f"{group}.{extra[0]}: {group}={node.name} has no such field (its fields: "
+                          f"{', '.join(known)})")
+    return typed(node, cls)
+
+
 def job_of(cfg: DictConfig, mode_config: type, *, trains: bool) -> Job:
     """The run's `Job`; the training sections (signal, judge, hints, ray) only where the mode `trains`."""
     run = run_config(cfg)
     training = {}
     if trains:
-        from trainers.feedback.model_judge import HintConfig, JudgeConfig
+        from trainers.feedback.registry import HINTERS, JUDGES
         from trainers.ray_runtime import RayConfig
         from trainers.signals import SignalConfig
 
-        training = {"signal": typed(cfg.signal, SignalConfig), "judge": typed(cfg.judge, JudgeConfig),
-                    "hints": typed(cfg.hints, HintConfig), "ray": typed(cfg.ray, RayConfig)}
+        training = {"signal": typed(cfg.signal, SignalConfig), "judge": feedback_config(cfg.judge, JUDGES, "judge"),
+                    "hints": feedback_config(cfg.hints, HINTERS, "hints"), "ray": typed(cfg.ray, RayConfig)}
     tags = cfg.get("exclude_tags")
     return Job(seed=run.seed, parallel=run.parallel, progress=run.progress, split=run.split, limit=run.limit,
                exclude_tags=list(tags) if tags else None, paths=typed(cfg.paths, PathsConfig),

@@ -11,7 +11,8 @@ from envs.sandbox import SandboxConfig
 from nextstate.config import EnvConfig, ModelConfig, PathsConfig
 
 if TYPE_CHECKING:  # the training sections' classes pull in torch and Ray: not for mode=eval
-    from trainers.feedback.model_judge import HintConfig, JudgeConfig
+    from trainers.feedback.model_judge import HintConfig, JudgeConfig, NextStateHintConfig
+    from trainers.feedback.oracle_judge import GivenHintConfig, OracleJudgeConfig
     from trainers.ray_runtime import RayConfig
     from trainers.signals import SignalConfig
 
@@ -33,6 +34,6 @@ class Job:
     mode: Any  # the mode's own class (TrainConfig, AsyncTrainConfig, ProxyConfig, SFTConfig, ...)
     # the training sections; None for mode=eval
     signal: SignalConfig | None = None
-    judge: JudgeConfig | None = None
-    hints: HintConfig | None = None
+    judge: JudgeConfig | OracleJudgeConfig | None = None  # the judge kind's own class (trainers.feedback.registry)
+    hints: HintConfig | NextStateHintConfig | GivenHintConfig | None = None
     ray: RayConfig | None = None

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from agents.serving.http_policy import HTTPPolicy
 from trainers.feedback.apply import judge_and_teach
-from trainers.feedback.model_judge import HintConfig, ModelJudge
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
 from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, StepJudge, choose
 from trainers.job import Job
 from trainers.signals import SignalConfig, build_samples, collect_steps
@@ -23,7 +23,7 @@ class StepFeedback:
     judge: StepJudge | None
     hinter: Hinter
     teacher: HTTPPolicy | None
-    hints_cfg: HintConfig
+    teacher_suffix: str  # how the teacher reads a hint (hints.teacher_suffix)
     tools: dict[str, list[dict]]
     kl_coef: float
     frozen: HTTPPolicy | None
@@ -33,7 +33,8 @@ def judged_samples(trajs, salt: int, fb: StepFeedback) -> tuple[list, list, dict
     """Judge and teach the trajectories' steps, then build the signal's samples (with KL reference
     logprobs when asked): (samples, judged steps, counts for the log)."""
     steps = collect_steps(trajs)
-    info = judge_and_teach(steps, fb.judge, fb.hinter, fb.signal, fb.teacher, fb.hints_cfg, fb.tools.get, salt=salt)
+    info = judge_and_teach(steps, fb.judge, fb.hinter, fb.signal, fb.teacher, fb.teacher_suffix, fb.tools.get,
+                           salt=salt)
     samples = build_samples(fb.signal, steps, trajs)
     if fb.kl_coef > 0 and samples:
         for s, (lps, _) in zip(samples, fb.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
@@ -60,8 +61,10 @@ def step_feedback(job: Job, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, 
     signal, judge_cfg, hints_cfg = job.signal, job.judge, job.hints
     by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
     asked = judge_server or frozen
-    sources = FeedbackSources(ModelJudge(asked, judge_cfg, hints_cfg, seed=job.seed) if asked else None,
+    model_judge = ModelJudge(asked, judge_cfg if isinstance(judge_cfg, JudgeConfig) else None,
+                             hints_cfg if isinstance(hints_cfg, HintConfig) else None, seed=job.seed)
+    sources = FeedbackSources(model_judge if asked else None,
                               lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
     return StepFeedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
-                    choose(HINTERS, "hints", hints_cfg.name).build(sources),
-                    frozen if teacher == "frozen" else policy, hints_cfg, tools, kl_coef, frozen)
+                        choose(HINTERS, "hints", hints_cfg.name).build(sources),
+                        frozen if teacher == "frozen" else policy, hints_cfg.teacher_suffix, tools, kl_coef, frozen)

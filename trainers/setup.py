@@ -28,7 +28,8 @@ from nextstate.types import Task
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import filter_tasks, without_tags
 from trainers.eval_cache import EvalCache
-from trainers.feedback.model_judge import HintConfig, JudgeConfig
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, NextStateHintConfig
+from trainers.feedback.oracle_judge import GivenHintConfig, OracleJudgeConfig
 from trainers.feedback.registry import HINTERS, JUDGES, choose
 from trainers.job import Job
 from trainers.lr_schedule import SCHEDULES
@@ -60,7 +61,8 @@ class TrainConfig(UpdateConfig):
 
 
 
-def check_training_ranges(tc: TrainConfig, judge: JudgeConfig, hints: HintConfig) -> None:
+def check_training_ranges(tc: TrainConfig, judge: JudgeConfig | OracleJudgeConfig,
+                          hints: HintConfig | NextStateHintConfig | GivenHintConfig) -> None:
     """Numbers that would train nothing, or break the update (a zero temperature divides the logits),
     stop the run before its servers and its first evaluation start."""
     check_ranges("mode", tc, at_least={"iterations": 0, "tasks_per_iter": 1, "group_size": 1, "eval_limit": 1,
@@ -74,10 +76,13 @@ def check_training_ranges(tc: TrainConfig, judge: JudgeConfig, hints: HintConfig
         raise SystemExit(f"mode.lr_min_ratio={tc.lr_min_ratio}: must be between 0 and 1")
     if hasattr(tc, "batch_samples"):  # mode=async and mode=proxy
         check_ranges("mode", tc, at_least={"batch_samples": 1, "max_staleness": 0, "judge_workers": 1})
-    if choose(JUDGES, "judge", judge.name).needs_model:  # the oracle judge reads labels: no votes to sample
-        check_ranges("judge", judge, at_least={"m": 1, "max_new_tokens": 1, "temperature": 0})
-    if choose(HINTERS, "hints", hints.name).needs_model:
+    check_ranges("judge", judge, at_least={"m": 1})
+    if isinstance(judge, JudgeConfig):  # the oracle judge reads labels: no votes to sample
+        check_ranges("judge", judge, at_least={"max_new_tokens": 1, "temperature": 0})
+    if isinstance(hints, HintConfig):
         check_ranges("hints", hints, at_least={"m": 1, "max_new_tokens": 1, "temperature": 0, "min_chars": 0})
+    if isinstance(hints, NextStateHintConfig):
+        check_ranges("hints", hints, at_least={"min_chars": 0})
 
 
 def load_trainable(path: Path, tc: TrainConfig, dtype: str):
@@ -277,7 +282,8 @@ def start_run(job: Job, run_dir: Path, stack: ExitStack, *, with_env: bool = Tru
         raise SystemExit("judge=oracle and hints=oracle read a task's labels and reference; this mode has no tasks")
 
     init_path = init_path_of(job)
-    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, job.judge.model, init_path)
+    judge_model = job.judge.model if judge_kind.needs_model else None  # a trained judge serves votes and hints
+    init_weights, judge_weights = frozen_servers(signal, judge_kind, hint_kind, tc, judge_model, init_path)
     tasks = open_tasks(job, run_dir, stack) if with_env else None
     policy = stack.enter_context(serve_policy(model_cfg, backend, job.paths.cache_dir, path=init_path,
                                               log_path=run_dir / "server.log"))

@@ -100,6 +100,9 @@ def sft_judge_main(job: Job, run_dir: Path) -> dict:
     if job.env.name != "chat" or not getattr(job.env, "persona", None):
         raise SystemExit("mode=sft_judge trains a judge for a persona's chat steps: give env=chat env.persona=casual "
                          "(see envs/tasks/personas/)")
+    if not (isinstance(job.judge, JudgeConfig) and isinstance(job.hints, HintConfig)):
+        raise SystemExit(f"mode=sft_judge trains the model judge's prompts: judge=model hints=model, not "
+                         f"judge={job.judge.name} hints={job.hints.name}")
     t0, cpu0 = time.monotonic(), cpu_seconds()
     sc: SFTJudgeConfig = job.mode
     check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1,

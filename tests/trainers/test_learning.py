@@ -13,7 +13,6 @@ import torch
 
 from nextstate.types import NextState, Sample, Step, Trajectory
 from trainers.feedback.apply import judge_and_teach
-from trainers.feedback.model_judge import HintConfig
 from trainers.feedback.oracle_judge import OracleHints, OracleJudge
 from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
@@ -33,7 +32,7 @@ SIGNALS = {
     # the paper's top-K variant
     "opd_topk": SignalConfig("opd", w_rl=0.0, w_opd=1.0, opd_topk=20, baseline="stepwise"),
 }
-HINTS = HintConfig("oracle", 1, 0.0, 0, 10, "", "", "\n\n[user's hint / instruction]\n{hint}")
+HINT_SUFFIX = "\n\n[user's hint / instruction]\n{hint}"
 UPDATE = UpdateConfig(lr=2e-5, weight_decay=0.0, grad_clip=1.0, epochs=1, minibatch_size=2, eps_low=0.2,
                       eps_high=0.28, kl_coef=0.0, rollout_temperature=1.0)
 ROUNDS = 4
@@ -79,7 +78,8 @@ def test_a_few_updates_make_the_preferred_reply_likelier(signal, served, model_s
     for r in range(ROUNDS):
         trajs = _trajectories(model, prompt_ids, good_ids, bad_ids)
         steps = collect_steps(trajs)
-        judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: None, salt=r)
+        judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINT_SUFFIX, lambda task_id: None,
+                        salt=r)
         samples = build_samples(SIGNALS[signal], steps, trajs)
         assert samples, f"{signal}: no samples to learn from"
         ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))
@@ -149,7 +149,8 @@ def test_a_general_agent_learns_the_right_tool_call(signal, served, model_server
         assert trajs[0].steps[0].info["step_label"]["matches_reference"]
         assert not trajs[1].steps[0].info["step_label"]["matches_reference"]
         steps = collect_steps(trajs)
-        judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINTS, lambda task_id: tools, salt=r)
+        judge_and_teach(steps, OracleJudge(), hinter, SIGNALS[signal], policy, HINT_SUFFIX, lambda task_id: tools,
+                        salt=r)
         samples = build_samples(SIGNALS[signal], steps, trajs)
         assert samples, f"{signal}: no samples to learn from"
         ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))

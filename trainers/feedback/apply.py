@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import time
 
-from trainers.feedback.model_judge import HintConfig, teacher_messages
+from trainers.feedback.model_judge import teacher_messages
 from trainers.signals import SignalConfig
 
 
-def judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_cfg: HintConfig,
+def judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, teacher_suffix: str,
                      tools_of, salt: int) -> dict:
     """Fill in votes (PRM) and teacher logprobs (OPD) on the steps; return counts for the log.
-    `judge.votes(steps)` and `hinter(judged_steps)` come from the model judge or the oracles."""
+    `judge.votes(steps)` and `hinter(judged_steps)` come from the model judge or the oracles; the teacher
+    reads each hint appended to the last user message as `teacher_suffix` (`{hint}`) says."""
     info = {"judge_votes": 0, "hints_accepted": 0, "steps": len(steps), "judge_s": 0.0, "hints_s": 0.0,
             "teacher_s": 0.0}
     if not steps:
@@ -31,7 +32,7 @@ def judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, hints_c
         pairs, hinted = [], []
         for st, hint in zip(steps, hints):
             if hint:
-                msgs = teacher_messages(st.step, hint, hints_cfg.teacher_suffix)
+                msgs = teacher_messages(st.step, hint, teacher_suffix)
                 pairs.append((teacher.prompt_ids(msgs, tools_of(st.group)), st.response_ids))
                 hinted.append((st, hint))
         scored = teacher.score_many(pairs, top_k=signal.opd_topk) if pairs else []

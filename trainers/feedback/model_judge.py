@@ -31,6 +31,15 @@ class JudgeConfig:
 
 
 @dataclass
+class NextStateHintConfig:
+    """`hints=next_state`: the next state itself is the hint, no model call."""
+
+    name: str
+    min_chars: int  # a next state this short or shorter is no hint
+    teacher_suffix: str
+
+
+@dataclass
 class HintConfig:
     name: str
     m: int
@@ -94,7 +103,9 @@ def render(template: str, step: Step) -> str:
 class ModelJudge:
     """Votes and hints from a judge model behind the serving client (batched: all m x steps at once)."""
 
-    def __init__(self, policy, judge: JudgeConfig, hints: HintConfig, seed: int = 0):
+    def __init__(self, policy, judge: JudgeConfig | None, hints: HintConfig | None, seed: int = 0):
+        """`judge` / `hints`: the model kind's prompts and sampling; None where that role is not this
+        model's (e.g. `judge=oracle hints=model`)."""
         self.policy, self.judge_cfg, self.hint_cfg, self.seed = policy, judge, hints, seed
 
     def _ask(self, steps: list[Step], system: str, template: str, m: int, temperature: float,
@@ -113,6 +124,8 @@ class ModelJudge:
 
     def votes(self, steps: list[Step], salt: int = 0) -> list[Judgement]:
         c = self.judge_cfg
+        if c is None:
+            raise RuntimeError("this ModelJudge has no judge config (judge is not the model kind)")
         outs = self._ask(steps, c.system, c.template, c.m, c.temperature, c.max_new_tokens, salt)
         result = []
         for texts in outs:
@@ -123,6 +136,8 @@ class ModelJudge:
 
     def hints(self, steps: list[Step], salt: int = 0) -> list[str | None]:
         c = self.hint_cfg
+        if c is None:
+            raise RuntimeError("this ModelJudge has no hints config (hints is not the model kind)")
         outs = self._ask(steps, c.system, c.template, c.m, c.temperature, c.max_new_tokens, salt + 7919)
         return [best_hint(texts, c.min_chars) for texts in outs]
 

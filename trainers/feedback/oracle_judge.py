@@ -3,7 +3,26 @@
 shows what each signal could do with a perfect judge, and what the model judge's errors cost."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from nextstate.types import Judgement, Step
+
+
+@dataclass
+class OracleJudgeConfig:
+    """`judge=oracle`: the step label is the vote, so there is nothing to sample or prompt."""
+
+    name: str
+    m: int  # votes recorded per step (all the label's)
+
+
+@dataclass
+class GivenHintConfig:
+    """`hints=oracle` and `hints=wish`: the hint is given (the task's reference, the user's wishes), not
+    extracted, so all there is to set is how the teacher reads it."""
+
+    name: str
+    teacher_suffix: str  # appended to the last user message; `{hint}` is the hint
 
 
 def oracle_vote(step: Step) -> int:

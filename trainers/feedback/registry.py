@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Callable, Generic, Protocol, TypeVar
 
 from nextstate.types import Judgement, Step
-from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, next_state_hint
-from trainers.feedback.oracle_judge import OracleHints, OracleJudge
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, NextStateHintConfig, next_state_hint
+from trainers.feedback.oracle_judge import GivenHintConfig, OracleHints, OracleJudge, OracleJudgeConfig
 from trainers.signals import JudgedStep
 
 
@@ -27,8 +27,8 @@ class FeedbackSources:
 
     model_judge: ModelJudge | None
     reference_actions: Callable[[str], list[str]]  # task id -> its reference solution
-    judge_cfg: JudgeConfig
-    hints_cfg: HintConfig
+    judge_cfg: JudgeConfig | OracleJudgeConfig
+    hints_cfg: HintConfig | NextStateHintConfig | GivenHintConfig
 
 
 T = TypeVar("T")
@@ -37,6 +37,7 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class FeedbackKind(Generic[T]):
     build: Callable[[FeedbackSources], T]
+    config: type  # the class its conf/judge/ or conf/hints/ YAML is typed into: its own fields only
     needs_model: bool  # served by the frozen endpoint
     reads_labels: bool  # a task's labels or reference: only where there are tasks
 
@@ -67,14 +68,15 @@ def _next_state_hinter(s: FeedbackSources) -> Hinter:
 
 
 JUDGES: dict[str, FeedbackKind[StepJudge | None]] = {
-    "model": FeedbackKind(lambda s: s.model_judge, needs_model=True, reads_labels=False),
-    "oracle": FeedbackKind(lambda s: OracleJudge(s.judge_cfg.m), needs_model=False, reads_labels=True),
+    "model": FeedbackKind(lambda s: s.model_judge, JudgeConfig, needs_model=True, reads_labels=False),
+    "oracle": FeedbackKind(lambda s: OracleJudge(s.judge_cfg.m), OracleJudgeConfig, needs_model=False,
+                           reads_labels=True),
 }
 HINTERS: dict[str, FeedbackKind[Hinter]] = {
-    "model": FeedbackKind(_model_hinter, needs_model=True, reads_labels=False),
-    "oracle": FeedbackKind(_oracle_hinter, needs_model=False, reads_labels=True),
-    "next_state": FeedbackKind(_next_state_hinter, needs_model=False, reads_labels=False),
-    "wish": FeedbackKind(_wish_hinter, needs_model=False, reads_labels=True),
+    "model": FeedbackKind(_model_hinter, HintConfig, needs_model=True, reads_labels=False),
+    "oracle": FeedbackKind(_oracle_hinter, GivenHintConfig, needs_model=False, reads_labels=True),
+    "next_state": FeedbackKind(_next_state_hinter, NextStateHintConfig, needs_model=False, reads_labels=False),
+    "wish": FeedbackKind(_wish_hinter, GivenHintConfig, needs_model=False, reads_labels=True),
 }
 
 
