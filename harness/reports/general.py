@@ -88,6 +88,27 @@ def phase_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def infra_failures(rows: list[dict]) -> list[str]:
+    """Each held-out evaluation with an infrastructure failure (an episode the env could not run, scored
+    0.0): `run_dir @updates: k of n`. Read from the evaluation's episodes (eval_before.jsonl,
+    eval_it<N>.jsonl, eval_after.jsonl) where the run dir is still there."""
+    found = []
+    for run_dir in sorted({r["run_dir"] for r in rows if r.get("run_dir")}):
+        d = Path(run_dir)
+        updates = sorted(int(r["updates"]) for r in rows if r.get("run_dir") == run_dir)
+        for u in updates:
+            f = d / ("eval_before.jsonl" if u == 0 else f"eval_it{u}.jsonl")
+            if u == updates[-1] and u and not f.exists():  # the last evaluation is the run's final one
+                f = d / "eval_after.jsonl"
+            if not f.exists():
+                continue
+            episodes = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+            bad = sum(bool(e.get("infra_failure")) for e in episodes)
+            if bad:
+                found.append(f"{run_dir} @{u}: {bad} of {len(episodes)}")
+    return found
+
+
 def write(rows: list[dict], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "scores.csv", _csv(rows, COLUMNS, COLUMNS[:6]))
@@ -96,6 +117,10 @@ def write(rows: list[dict], out: Path) -> str:
     if phases:
         md += ("\nSeconds per update by phase (median over the runs' updates; eval: one held-out "
                "evaluation):\n\n" + phases)
+    broken = infra_failures(rows)
+    if broken:  # a score with infra failures counts them as 0.0: say so beside the numbers
+        md += ("\nHeld-out evaluations with infrastructure failures (episodes scored 0.0 that never ran):\n\n"
+               + "".join(f"- {b}\n" for b in broken))
     write_text_atomic(out / "table.md", md)
     score_curves(rows, out / "curves.png", setting="env", ylabel="held-out success (greedy)",
                  xlabel="updates (each: mode.tasks_per_iter x mode.group_size episodes)")

@@ -68,3 +68,17 @@ def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
         cfg_file.write_text(yaml.safe_dump(cfg))
     assert {(r["signal"], r["score"]) for r in collect([tmp_path]) if r["updates"] == 16} == {
         ("prm", 0.5), ("prm+votes", 0.7), ("outcome", 0.5)}
+
+
+def test_an_evaluation_with_infra_failures_is_named_beside_the_table(tmp_path):
+    """A held-out evaluation whose episodes could not run (scored 0.0) is listed in table.md, so a
+    score that fell for an infrastructure reason is not read as the policy's."""
+    run = _run(tmp_path, "r", "terminal", "outcome", 0, {0: 0.5, 4: 0.0, 8: 0.5})
+    ok = [{"success": True, "infra_failure": False}] * 3
+    (run / "eval_before.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ok))
+    broken = [{"success": False, "infra_failure": True}] * 2 + [{"success": False, "infra_failure": False}]
+    (run / "eval_it4.jsonl").write_text("".join(json.dumps(e) + "\n" for e in broken))
+    (run / "eval_after.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ok))
+    md = write(collect([tmp_path]), tmp_path / "out")
+    listed = [line for line in md.splitlines() if line.startswith("- ")]
+    assert listed == [f"- {run} @4: 2 of 3"]
