@@ -5,6 +5,10 @@
 # 2. the async loops on one GPU machine: two policy servers (backend.replicas=2) and the trainer actor
 #    (it asks Ray for the GPU) beside them, a short mode=async run of the default model on the chat env:
 #    trained samples/s and the trainer's idle share. Needs the model cache (make model); SKIP_LOOPS=1 skips it.
+# 3. the general-agent experiment (conf/experiment/general_toolcall.yaml) as the README's GPU command runs
+#    it, in small: 2 updates from the base model (or $GENERAL_MODEL_ARGS, e.g. "model=qwen3_4b backend=sglang
+#    backend.python=/opt/sglang/bin/python" where Qwen3-4B and SGLang are on the machine), 8 held-out
+#    instances; seconds per update by phase. SKIP_GENERAL=1 skips it.
 # Usage: bash benchmarks/gpu_check.sh [hidden] [layers]   (default: Qwen3-0.6B shape)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +53,7 @@ print(json.dumps({"metric": "gpu_ppo_step_tokens_per_s", "value": round(tok / st
                   "higher_is_better": True, "step_s": round(step, 3), "params_b": round(params / 1e9, 3)}))
 PYEOF
 
-[ "${SKIP_LOOPS:-0}" = 1 ] && exit 0
+if [ "${SKIP_LOOPS:-0}" != 1 ]; then
 RUN=${OUT:-/tmp}/gpu_check_async
 rm -rf "$RUN"
 $PY -m harness.run mode=async env=chat signal=opd hints=next_state mode.teacher=policy split=all progress=false \
@@ -62,4 +66,21 @@ samples, elapsed, updating = sum(x["samples"] for x in log), log[-1]["elapsed_s"
 print(json.dumps({"metric": "gpu_async_two_servers_samples_per_s", "value": round(samples / elapsed, 3), "target": None,
                   "higher_is_better": True, "trainer_idle_share": round(1 - updating / elapsed, 3),
                   "updates": len(log), "staleness_max": max(x["staleness_max"] for x in log)}))
+PYEOF
+fi
+
+[ "${SKIP_GENERAL:-0}" = 1 ] && exit 0
+RUN=${OUT:-/tmp}/gpu_check_general
+rm -rf "$RUN"
+# shellcheck disable=SC2086  # GENERAL_MODEL_ARGS is a list of overrides
+$PY -m harness.run +experiment=general_toolcall model.init_from=null signal=prm seed=0 progress=false \
+  mode.iterations=2 mode.eval_every=0 mode.eval_limit=8 ${GENERAL_MODEL_ARGS:-} "hydra.run.dir=$RUN"
+$PY - "$RUN" <<'PYEOF'
+import json, sys
+log = [json.loads(l) for l in open(f"{sys.argv[1]}/train_log.jsonl")]
+phases = ("rollout_s", "judge_s", "update_s", "publish_s")
+per_update = {p: round(sum(x.get(p, 0.0) for x in log) / len(log), 2) for p in phases}
+print(json.dumps({"metric": "gpu_general_toolcall_s_per_update", "value": round(sum(per_update.values()), 2),
+                  "target": 60, "higher_is_better": False, "updates": len(log),
+                  "samples": [x["samples"] for x in log], **per_update}))
 PYEOF
