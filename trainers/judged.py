@@ -62,8 +62,8 @@ def step_feedback(job: Job, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, 
     by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
     asked = judge_server or frozen
     model_judge = ModelJudge(asked, judge_cfg if isinstance(judge_cfg, JudgeConfig) else None,
-                             hints_cfg if isinstance(hints_cfg, HintConfig) else None, seed=job.seed)
-    sources = FeedbackSources(model_judge if asked else None,
+                             hints_cfg if isinstance(hints_cfg, HintConfig) else None, seed=job.seed) if asked else None
+    sources = FeedbackSources(model_judge,
                               lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
     return StepFeedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
                         choose(HINTERS, "hints", hints_cfg.name).build(sources),
