@@ -51,10 +51,11 @@ def run_scores(run_dir: Path) -> list[dict]:
 
 def general_signal_name(cfg: dict) -> str:
     """The signal's label; a judged signal whose votes are the advantage (`baseline: none`, no outcome
-    term, no standardization) is `<name>+votes`, a different arm from the paper's stepwise reward."""
+    term, no standardization; `signal=prm_votes`) is `<name>_votes`, a different arm from the paper's
+    stepwise reward."""
     sig = cfg["signal"]
     votes = get_signal(sig["name"]).needs_judge and sig.get("baseline", "stepwise") == "none"
-    return signal_name(cfg) + ("+votes" if votes else "")
+    return signal_name(cfg) + ("_votes" if votes else "")
 
 
 def collect(inputs: list[Path]) -> list[dict]:

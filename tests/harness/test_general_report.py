@@ -57,7 +57,7 @@ def test_the_table_says_where_an_updates_seconds_go(tmp_path):
 
 def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
     """prm with `baseline: none` (the vote is the advantage, no outcome term) is not the paper's prm:
-    it is filed as `prm+votes`, so it is never paired or averaged with stepwise prm runs."""
+    it is filed as `prm_votes`, so it is never paired or averaged with stepwise prm runs."""
     stepwise = _run(tmp_path, "s", "terminal", "prm", 0, {0: 0.5, 16: 0.5})
     votes = _run(tmp_path, "v", "terminal", "prm", 0, {0: 0.5, 16: 0.7})
     outcome = _run(tmp_path, "o", "terminal", "outcome", 0, {0: 0.5, 16: 0.5})
@@ -67,7 +67,7 @@ def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
         cfg["signal"]["baseline"] = baseline
         cfg_file.write_text(yaml.safe_dump(cfg))
     assert {(r["signal"], r["score"]) for r in collect([tmp_path]) if r["updates"] == 16} == {
-        ("prm", 0.5), ("prm+votes", 0.7), ("outcome", 0.5)}
+        ("prm", 0.5), ("prm_votes", 0.7), ("outcome", 0.5)}
 
 
 def test_an_evaluation_with_infra_failures_is_named_beside_the_table(tmp_path):
