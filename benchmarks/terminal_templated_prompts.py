@@ -21,10 +21,10 @@ from transformers import AutoTokenizer
 
 from agents.factory import model_path
 from agents.serving.chat import render_prompt_ids
-from envs.make import env_config
 from envs.sandboxed import render_next_state
 from envs.terminal import templated
 from envs.terminal.env import first_observation
+from harness.job import env_config
 from nextstate.config import compose, model_config
 from nextstate.types import NextState
 

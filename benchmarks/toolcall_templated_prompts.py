@@ -20,8 +20,8 @@ from transformers import AutoTokenizer
 
 from agents.factory import model_path
 from agents.serving.chat import render_prompt_ids
-from envs.make import env_config
 from envs.toolcall.env import ToolCallEnv
+from harness.job import env_config
 from nextstate.config import compose, model_config
 
 TARGET = 400
