@@ -79,9 +79,10 @@ personalization: setup  ## the personal-agent grid (persona x signal x seed), re
 		--out $(PZ_DIR)
 
 # The general-agent signal comparison (conf/experiment/general_<env>.yaml): per env, an SFT warm start
-# on a sample of the train split, then signal x seed, 16 updates each, scored on 100 held-out instances
-# at 0/4/8/12/16 updates with the oracle judge. Run it again and finished runs are skipped, killed ones
-# resume. The report: results/general/{scores.csv,table.md,curves.png}.
+# on a sample of the train split, then signal x seed, 16 updates each, scored on the 100-120 held-out
+# instances at 0/4/8/12/16 updates with the oracle judge; GEN_ENVS picks from toolcall, terminal, gui.
+# Run it again and finished runs are skipped, killed ones resume. The report:
+# results/general/{scores.csv,table.md,curves.png}.
 GEN_RESULTS ?= results
 GEN_SEEDS ?= 0,1,2
 GEN_SIGNALS ?= outcome,prm,opd,prm_opd

@@ -7,7 +7,8 @@ Tasks: every MiniWoB++ page of the `miniwob` wheel (gui_miniwob) and the bundled
 Observation: the goal, then the page's accessibility tree with element refs (gui_a11y). Action:
 one of click(ref), type(ref, "text"), select(ref, "option"), press("Key"), scroll(dx, dy), done()
 (gui_actions). The next state says what the action changed: a compact diff of the tree (what the
-judge reads); the agent's observation is that diff followed by the whole current tree. A PNG
+judge reads); the agent's observation is that diff followed by the whole current tree (with
+`after_action: diff`, the diff alone, a change of focus not counted as one: short prompts). A PNG
 screenshot of every state is written under `<output_dir>/screenshots/` for visual policies; the
 output dir is the `output_dir` config value, the constructor's `output_dir`, a reset option
 `output_dir` (under `harness.run`, the run dir: envs/make.py); with none of them no screenshot is taken.
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envs.base import TextEnv, given_or_default, pick_task, set_tasks
+from envs.gui.a11y import parse_tree
 from envs.gui.actions import GUIAction, parse_reply
 from envs.gui.apps import STATE_JS, check, load_app_tasks
 from envs.gui.browser import BrowserDied, BrowserHost, BrowserOptions
@@ -44,6 +46,8 @@ from envs.gui.miniwob import (
 from envs.gui.oracle import GUIOracle
 from envs.gui.page import ActionError, PageSession
 from envs.gui.server import StaticServer
+from envs.gui.solvers import SolverError
+from envs.gui.templated import load_templated
 from envs.gui.transitions import first_line, miniwob_verdict, over_cap, page_next_state, render_obs
 from nextstate.config import REPO_ROOT, EnvConfig
 from nextstate.types import NextState, Task
@@ -51,7 +55,9 @@ from nextstate.types import NextState, Task
 
 @dataclass
 class GUIEnvConfig(EnvConfig):
-    suite: str  # miniwob | apps | all
+    suite: str  # miniwob | apps | all | templated
+    templated_train: int  # suite: templated: how many of the listed train and test instances
+    templated_test: int
     apps_dir: str
     chromium: str
     chromium_args: list[str]
@@ -65,6 +71,7 @@ class GUIEnvConfig(EnvConfig):
     output_dir: str | None
     obs_max_chars: int
     diff_max_lines: int
+    after_action: str  # what the agent reads after an action: diff_and_page | diff (its prompt stays short)
     prewarm: bool
     prewarm_idle_s: float
     oracle_max_steps: int
@@ -74,10 +81,13 @@ class GUIEnvConfig(EnvConfig):
 
 
 def load_gui_tasks(config: GUIEnvConfig, split: str | None) -> list[Task]:
-    """The tasks of `config.suite`: MiniWoB's pages, the bundled apps, or both."""
+    """The tasks of `config.suite`: MiniWoB's pages, the bundled apps, both, or the templated
+    MiniWoB instances (a page at a fixed seed; envs/gui/templated.py)."""
     suite = config.suite
+    if suite == "templated":
+        return load_templated(split, config.templated_train, config.templated_test)
     if suite not in ("miniwob", "apps", "all"):
-        raise ValueError(f"unknown GUI suite {suite!r}; choose miniwob, apps or all")
+        raise ValueError(f"unknown GUI suite {suite!r}; choose miniwob, apps, all or templated")
     apps_dir = Path(config.apps_dir)
     apps_dir = apps_dir if apps_dir.is_absolute() else REPO_ROOT / apps_dir
     tasks = []
@@ -98,9 +108,13 @@ class GUIEnv(GUIOracle, TextEnv):
     def __init__(self, config: GUIEnvConfig | None = None, sandbox=None, *, tasks: list[Task] | None = None,
                  split: str | None = None, run_id: str = "adhoc", output_dir: str | Path | None = None):
         config, _ = given_or_default("gui", GUIEnvConfig, config, sandbox)
+        if config.after_action not in ("diff_and_page", "diff"):
+            raise ValueError(f"env.after_action={config.after_action!r}: choose diff_and_page or diff")
         self.config, self.run_id = config, run_id
         set_tasks(self, tasks if tasks is not None else load_gui_tasks(config, split),
                   f"no GUI tasks for suite={config.suite!r} split={split}")
+        # A templated instance is a page at its own seed: the reset seed does not change it.
+        self.seed_shapes_episodes = not all(t.data.get("templated") for t in self.tasks)
         out = output_dir or config.output_dir
         self.output_dir = Path(out) if out else None
         self._host = BrowserHost(BrowserOptions(
@@ -191,7 +205,9 @@ class GUIEnv(GUIOracle, TextEnv):
         self._close_session()
         options = options or {}
         self.task = pick_task(self, options, "GUI task")
-        self.seed_used = int(self.np_random.integers(2**31 - 1))
+        drawn = int(self.np_random.integers(2**31 - 1))
+        self.seed_used = self.task.data["seed"] if self.task.data.get("templated") else drawn
+        self._matched: list[str] = []  # a templated episode's actions that matched the solver, in order
         self._episode += 1
         self._step = 0
         self._final = None
@@ -236,6 +252,7 @@ class GUIEnv(GUIOracle, TextEnv):
             if act.ref is not None and act.ref not in self._session.tree_refs:
                 return self._error(f"there is no element {act.ref} on the page; use a [ref=...] from the latest page")
             self._step += 1
+            label = self._solver_label(act)
             try:
                 old, tree, shot, meta, dialogs = self._host.run(self._act, act, self._shot_path())
             except BrowserDied as e:
@@ -248,16 +265,20 @@ class GUIEnv(GUIOracle, TextEnv):
                 if not self._host.connected:
                     return self._infra_failure(first_line(e))
                 return self._error(f"{act.render()} failed: {first_line(e)}")
-            ns, text = page_next_state(act, old, tree, shot, meta, dialogs, self.config.diff_max_lines)
+            ns, text = page_next_state(act, old, tree, shot, meta, dialogs, self.config.diff_max_lines,
+                                       ignore_focus=self.config.after_action == "diff")
             info["next_state"] = ns
+            if label is not None:
+                info["step_label"] = label
             if ns.fields["task_ended"]:  # the page ended the episode: its reward is the verdict
                 obs = text
                 parsed = type(parsed)(action=act, done=True)
                 raw, final = miniwob_verdict(meta)  # already read with the action: no second read
                 self._final = (raw, {**final, "verify_s": 0.0})
             else:
-                info["step_label"] = {"page_changed": bool(ns.fields["added"] or ns.fields["removed"])}
-                obs = render_obs(text, tree, self.config.obs_max_chars)
+                if label is None:
+                    info["step_label"] = {"page_changed": bool(ns.fields["added"] or ns.fields["removed"])}
+                obs = text if self.config.after_action == "diff" else render_obs(text, tree, self.config.obs_max_chars)
         else:
             ns = NextState(kind="page", text="done()", fields={"action": "done()"})
             info["next_state"] = ns
@@ -268,7 +289,26 @@ class GUIEnv(GUIOracle, TextEnv):
         info.update(final)
         if final.get("infra_failure"):
             return obs, 0.0, True, False, info
+        if parsed.action is None and self.task.data.get("templated"):
+            info["step_label"] = {"solved": bool(final.get("success"))}
         return obs, outcome, True, False, info
+
+    def _solver_label(self, act: GUIAction) -> dict | None:
+        """A templated step's verifiable label: would the page's solver, on the page the agent sees
+        and the steps that matched it so far, have done this? None off the templated suite, or where
+        the solver cannot read the page (it was led somewhere its script does not know)."""
+        if not self.task.data.get("templated"):
+            return None
+        solver = self._solver(self.task)
+        try:
+            expected = solver(self.goal, parse_tree(self._session.tree), self._matched)
+        except (SolverError, LookupError, ValueError):
+            return None
+        ref = parse_reply(expected).action if expected else None
+        matches = ref is not None and ref.render() == act.render()
+        if matches:
+            self._matched.append(expected)
+        return {"matches_solver": matches}
 
     def finalize(self) -> tuple[float, dict]:
         """Grade the episode once: MiniWoB's raw reward, or the app's state against the task's

@@ -18,7 +18,7 @@ class GUIOracle:
 
     def _solver(self, task: Task):
         if task.data["suite"] == "miniwob":
-            return MINIWOB_SOLVERS.get(task.task_id)
+            return MINIWOB_SOLVERS.get(task.data.get("page", task.task_id))
         steps = task.data.get("solution") or []
         return StepsSolver(steps) if steps else None
 
@@ -47,11 +47,15 @@ class GUIOracle:
 
         The solver runs on a private copy of the current episode (same page, same seed: pages and
         refs are deterministic) and its actions are returned for the oracle to replay here. Called
-        for another task than the current episode's, it solves that task's seed-0 episode."""
+        for another task than the current episode's, it solves that task's seed-0 episode (a templated
+        instance: its own seed)."""
         solver = self._solver(task)
         if solver is None:
             return ["done()"]
-        seed = self.seed_used if self.task is not None and self.task.task_id == task.task_id else 0
+        if task.data.get("templated"):
+            seed = task.data["seed"]  # the instance is its seed
+        else:
+            seed = self.seed_used if self.task is not None and self.task.task_id == task.task_id else 0
         try:
             actions = self._host.run(self._solve, task, seed, self._url(task), solver)
         except (SolverError, ActionError) as e:

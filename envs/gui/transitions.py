@@ -3,10 +3,14 @@ diff of the accessibility tree), the observation (that diff, then the page), and
 Pure functions of their arguments, so the env's step reads as plumbing."""
 from __future__ import annotations
 
+import re
+
 from envs.gui.a11y import diff_trees
 from envs.gui.actions import GUIAction, pixels
 from envs.gui.miniwob import is_success
 from nextstate.types import NextState
+
+_FOCUSED = re.compile(r" \[focused\]")
 
 
 def over_cap(act: GUIAction, c) -> str | None:
@@ -24,7 +28,11 @@ def over_cap(act: GUIAction, c) -> str | None:
 
 
 def page_next_state(act: GUIAction, old: str, tree: str, shot, meta, dialogs,
-                    diff_max_lines: int) -> tuple[NextState, str]:
+                    diff_max_lines: int, ignore_focus: bool = False) -> tuple[NextState, str]:
+    """`ignore_focus`: a line whose only change is `[focused]` is not a change (every click and type
+    moves the focus, and on a small page that doubles the diff)."""
+    if ignore_focus:
+        old, tree = _FOCUSED.sub("", old), _FOCUSED.sub("", tree)
     d = diff_trees(old, tree, diff_max_lines)
     ended = bool(meta and meta.get("done"))
     if ended:
