@@ -56,7 +56,7 @@ def tree_digest(tree: str) -> str:
 
 
 def instance(page: str, seed: int, split: str, goal: str) -> Task:
-    return Task(task_id=f"{page}-{seed}", env="gui", split=split, tags=("miniwob", "templated", page),
+    return Task(task_id=f"{page}-{seed}", env="gui", split=split, tags=("templated", page),
                 instruction=goal,
                 data={"suite": "miniwob", "path": f"miniwob/{page}.html", "flight": False,
                       "page": page, "seed": seed, "templated": True})
