@@ -361,8 +361,12 @@ class GUIEnv(GUIOracle, TextEnv):
         self._host.kill()
 
     def _error(self, message: str):
-        ns = NextState(kind="error", text=message)
-        return f"[error] {message}", 0.0, False, False, {"next_state": ns}
+        """The reply could not act (unparsed, no such ref, too much at once): an observation, and on a
+        templated page a wrong step (the solver always acts)."""
+        info: dict = {"next_state": NextState(kind="error", text=message)}
+        if self.task is not None and self.task.data.get("templated"):
+            info["step_label"] = {"matches_solver": False}
+        return f"[error] {message}", 0.0, False, False, info
 
     def _infra_failure(self, reason: str):
         self._session = None

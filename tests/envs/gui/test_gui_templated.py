@@ -73,6 +73,10 @@ def test_a_wrong_step_is_labelled_and_the_right_one_after_it_still_counts(env):
     username_ref = right[0].split("(")[1].split(",")[0]
     _, _, _, _, info = env.step(f'type({username_ref}, "nobody")')
     assert info["step_label"] == {"matches_solver": False}
+    for reply in ("click(e999)", "open the login page"):  # no such element; no action at all
+        obs, _, terminated, _, info = env.step(reply)
+        assert obs.startswith("[error]") and not terminated
+        assert info["step_label"] == {"matches_solver": False}
     obs, _, _, _, info = env.step(right[0])
     assert info["step_label"] == {"matches_solver": True}
     # env=gui_templated reads the diff alone, focus moves left out: the typed name, no page again
