@@ -8,7 +8,7 @@ instance is one page at one seed: MiniWoB draws the page's content from `Math.se
 
 The instances are listed in `templated_instances.json` beside this file (page, seed, split, the goal
 the page drew and a digest of its first accessibility tree), made once with the real browser by
-`python -m envs.gui.templated`: seeds are drawn in turn per page, a seed goes to test or train by a
+`python -m harness.gui_instances`: seeds are drawn in turn per page, a seed goes to test or train by a
 hash of (page, seed), and a candidate whose goal and tree were already drawn, in either split, is
 skipped, as is one the solver needs more than 3 actions for (click-checkboxes with 3-5 boxes to
 tick: its prompts would pass 400 tokens); so no two instances read the same, and train and test share
@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from envs.base import set_tasks
@@ -66,7 +65,7 @@ def load_templated(split: str | None, n_train: int, n_test: int, manifest: Path 
     """The first `n_train` train and `n_test` test instances of the list, pages in turn (so any prefix
     holds every page alike); `split=None` gives both."""
     if not manifest.exists():
-        raise FileNotFoundError(f"{manifest} is missing: make it with `python -m envs.gui.templated`")
+        raise FileNotFoundError(f"{manifest} is missing: make it with `python -m harness.gui_instances`")
     rows = json.loads(manifest.read_text())["instances"]
     out: list[Task] = []
     for name, n in (("train", n_train), ("test", n_test)):
@@ -117,28 +116,9 @@ def build_manifest(env, quota: dict[str, tuple[int, int]] = QUOTA, max_seed: int
     return {"pages": list(PAGES), "instances": rows}
 
 
-def main(argv: list[str]) -> None:
-    """Write the manifest (atomically) with the real browser: `python -m envs.gui.templated`."""
-    from tqdm import tqdm
-
-    from envs.gui.env import GUIEnv
-    from harness.job import env_config
-    from nextstate.config import compose
-
-    cfg = compose(["env=gui", *argv])
-    env = GUIEnv(env_config(cfg.env), tasks=[instance(PAGES[0], 0, "train", "")])
-    bar = tqdm(total=sum(map(sum, QUOTA.values())), desc="templated GUI instances")
-    try:
-        manifest = build_manifest(env, progress=lambda *_: bar.update())
-    finally:
-        bar.close()
-        env.close()
-    tmp = MANIFEST.with_suffix(".tmp")
-    rows = ",\n".join(json.dumps(r) for r in manifest["instances"])  # one instance a line: readable diffs
+def write_manifest(manifest: dict, path: Path = MANIFEST) -> None:
+    """Atomically, one instance a line (readable diffs)."""
+    tmp = path.with_suffix(".tmp")
+    rows = ",\n".join(json.dumps(r) for r in manifest["instances"])
     tmp.write_text(f'{{"pages": {json.dumps(manifest["pages"])},\n"instances": [\n{rows}\n]}}\n')
-    os.replace(tmp, MANIFEST)
-    print(f"{len(manifest['instances'])} instances -> {MANIFEST}")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+    os.replace(tmp, path)

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from envs.gui.env import GUIEnv
-from envs.gui.templated import MANIFEST, PAGES, load_templated, split_of, tree_digest
+from envs.gui.templated import MANIFEST, PAGES, load_templated, split_of, tree_digest, write_manifest
 
 ROWS = json.loads(MANIFEST.read_text())["instances"]
 
@@ -23,6 +23,12 @@ def test_the_list_is_distinct_disjoint_and_large_enough():
     assert not seeds["train"] & seeds["test"]
     assert len(seeds["train"]) >= 200 and len(seeds["test"]) >= 100
     assert {r["page"] for r in ROWS} == set(PAGES)
+
+
+def test_the_list_is_written_as_it_is_committed(tmp_path):
+    """`python -m harness.gui_instances` rewrites the list: its writer gives the committed bytes."""
+    write_manifest(json.loads(MANIFEST.read_text()), tmp_path / "list.json")
+    assert (tmp_path / "list.json").read_text() == MANIFEST.read_text()
 
 
 def test_a_prefix_of_a_split_holds_every_page():
