@@ -205,6 +205,8 @@ class GUIEnv(GUIOracle, TextEnv):
         self._close_session()
         options = options or {}
         self.task = pick_task(self, options, "GUI task")
+        # drawn for every task, also a templated one (whose page seed is fixed): the env's seed stream
+        # is then the same whatever the suite, and so is every later draw of an episode
         drawn = int(self.np_random.integers(2**31 - 1))
         self.seed_used = self.task.data["seed"] if self.task.data.get("templated") else drawn
         self._matched: list[str] = []  # a templated episode's actions that matched the solver, in order
