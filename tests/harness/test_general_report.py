@@ -70,6 +70,21 @@ def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
         ("prm", 0.5), ("prm_votes", 0.7), ("outcome", 0.5)}
 
 
+def test_a_kl_term_to_the_start_is_its_own_arm(tmp_path):
+    """A run with `mode.kl_coef` > 0 (a k3 penalty to the start's weights) is filed as `<signal>+kl<coef>`:
+    the same signal and seed without it is another run, not an evaluation seen twice."""
+    free = _run(tmp_path, "f", "terminal", "prm", 1, {0: 0.5, 8: 0.43})
+    held = _run(tmp_path, "h", "terminal", "prm", 1, {0: 0.5, 8: 0.64})
+    for run, kl in [(free, 0.0), (held, 0.2)]:
+        cfg_file = run / ".hydra" / "config.yaml"
+        cfg = yaml.safe_load(cfg_file.read_text())
+        cfg["signal"]["baseline"] = "none"
+        cfg["mode"]["kl_coef"] = kl
+        cfg_file.write_text(yaml.safe_dump(cfg))
+    assert {(r["signal"], r["score"]) for r in collect([tmp_path]) if r["updates"] == 8} == {
+        ("prm_votes", 0.43), ("prm_votes+kl0.2", 0.64)}
+
+
 def test_an_evaluation_with_infra_failures_is_named_beside_the_table(tmp_path):
     """A held-out evaluation whose episodes could not run (scored 0.0) is listed in table.md, so a
     score that fell for an infrastructure reason is not read as the policy's."""
