@@ -11,6 +11,7 @@ from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
 from trainers.feedback.registry import HINTERS, JUDGES, FeedbackSources, Hinter, StepJudge, choose
 from trainers.job import Job
 from trainers.signals import SignalConfig, build_samples, collect_steps
+from trainers.update import shared_rows
 
 # what the feedback of a batch adds to its log line, in this order
 FEEDBACK_LOG_KEYS = ("judge_votes", "hints_accepted", "steps", "judge_s", "hints_s", "teacher_s")
@@ -37,9 +38,27 @@ def judged_samples(trajs, salt: int, fb: StepFeedback) -> tuple[list, list, dict
                            salt=salt)
     samples = build_samples(fb.signal, steps, trajs)
     if fb.kl_coef > 0 and samples:
-        for s, (lps, _) in zip(samples, fb.frozen.score_many([(s.prompt_ids, s.response_ids) for s in samples])):
+        for s, lps in zip(samples, reference_logprobs(fb.frozen, samples)):
             s.ref_logprobs = lps
     return samples, steps, info
+
+
+def reference_logprobs(scorer, samples: list) -> list[list[float]]:
+    """The KL reference's logprobs of each sample's reply, one scoring per episode: a step whose prompt
+    and reply start a later step's prompt (`shared_rows`) is read from that step's row, so a k-step
+    episode is scored once from its first reply on, not k times from the start (measured: the reference
+    scoring was a third of a terminal update)."""
+    seqs = [s.prompt_ids + s.response_ids for s in samples]
+    host = shared_rows(seqs)
+    rows = sorted(set(host))
+    start = {r: min(len(samples[i].prompt_ids) for i in range(len(samples)) if host[i] == r) for r in rows}
+    scored = scorer.score_many([(seqs[r][:start[r]], seqs[r][start[r]:]) for r in rows])
+    by_row = {r: lps for r, (lps, _) in zip(rows, scored)}
+    out = []
+    for s, h in zip(samples, host):
+        at = len(s.prompt_ids) - start[h]
+        out.append(by_row[h][at: at + len(s.response_ids)])
+    return out
 
 
 def judged_counts(trajs, steps, info: dict) -> dict:

@@ -43,3 +43,37 @@ def test_shared_rows_give_the_same_logprobs_and_gradients_as_one_row_per_step():
     assert torch.equal(mask_a, mask_b)
     assert torch.allclose(lp_a[mask_a], lp_b[mask_b], atol=1e-5)
     assert torch.allclose(g_a, g_b, atol=1e-5)
+
+
+class _RowScorer:
+    """Scores (prompt, reply) pairs as the frozen server does, one row each, with a tiny model; it
+    keeps the pairs it was sent."""
+
+    def __init__(self, model):
+        self.model, self.sent = model, []
+
+    def score_many(self, pairs):
+        self.sent += pairs
+        out = []
+        for p, r in pairs:
+            lp, _ = sequence_logprobs(self.model, [Sample(list(p), list(r), [], [])])
+            out.append((lp[0].tolist(), None))
+        return out
+
+
+def test_the_kl_reference_scores_an_episode_once_and_gives_each_steps_logprobs():
+    from trainers.judged import reference_logprobs
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    samples = _episode()
+    with torch.no_grad():
+        alone = [_RowScorer(model).score_many([(s.prompt_ids, s.response_ids)])[0][0] for s in samples]
+        scorer = _RowScorer(model)
+        shared = reference_logprobs(scorer, samples)
+    assert [len(x) for x in shared] == [len(s.response_ids) for s in samples]
+    for a, b in zip(alone, shared):
+        assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-5)
+    # the episode's last step from its first reply on (3 + 2 + 2 + 3 + 4 tokens), and the other sample
+    assert sorted(len(r) for _, r in scorer.sent) == [2, 14]
