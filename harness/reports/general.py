@@ -65,7 +65,14 @@ def collect(inputs: list[Path]) -> list[dict]:
     return unique_scores(rows, ("env", "suite"))
 
 
-PHASES = ("rollout_s", "judge_s", "hints_s", "teacher_s", "update_s", "publish_s")
+PHASES = ("rollout_s", "judge_s", "hints_s", "teacher_s", "reference_s", "update_s", "publish_s")
+
+
+def _with_reference(entry: dict) -> dict:
+    """The entry with `reference_s`: the feedback phase (`signal_s`) less its judge, hints and teacher,
+    i.e. the KL reference's scoring (`mode.kl_coef` > 0) and the samples' assembly."""
+    rest = (entry.get("signal_s") or 0.0) - sum(entry.get(k) or 0.0 for k in ("judge_s", "hints_s", "teacher_s"))
+    return {**entry, "reference_s": max(0.0, rest)}
 
 
 def phase_table(rows: list[dict]) -> str:
@@ -76,7 +83,8 @@ def phase_table(rows: list[dict]) -> str:
     for run_dir in sorted({(r["env"], r["signal"], r["run_dir"]) for r in rows}):
         log = Path(run_dir[2]) / "train_log.jsonl"
         if log.is_file():
-            logs.setdefault(run_dir[:2], []).extend(json.loads(x) for x in log.read_text().splitlines() if x.strip())
+            logs.setdefault(run_dir[:2], []).extend(_with_reference(json.loads(x))
+                                                    for x in log.read_text().splitlines() if x.strip())
     if not logs:
         return ""
     out = ["| env | signal | updates | samples | " + " | ".join(p[:-2] for p in PHASES) + " | total | eval |",

@@ -46,13 +46,15 @@ def test_the_table_says_where_an_updates_seconds_go(tmp_path):
     from harness.reports.general import phase_table
 
     run = _run(tmp_path, "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.6})
-    log = [{"samples": 19, "rollout_s": r, "update_s": u, "teacher_s": 0.0, "publish_s": 1.0}
-           for r, u in [(20.0, 30.0), (24.0, 10.0), (100.0, 26.0)]]
+    log = [{"samples": 19, "rollout_s": r, "update_s": u, "teacher_s": 0.0, "publish_s": 1.0,
+            "judge_s": 2.0, "signal_s": f}
+           for r, u, f in [(20.0, 30.0, 2.5), (24.0, 10.0, 9.0), (100.0, 26.0, 5.0)]]
     log[1]["eval_s"] = 200.0
     (run / "train_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in log))
     md = phase_table(collect([tmp_path]))
-    # medians: rollout 24, update 26, publish 1 -> 51 s an update; eval 200 s
-    assert "| toolcall | prm | 3 | 19 | 24.0 | 0.0 | 0.0 | 0.0 | 26.0 | 1.0 | 51.0 | 200 |" in md
+    # medians: rollout 24, judge 2, the rest of the feedback phase (KL reference) 3, update 26, publish 1
+    # -> 56 s an update; eval 200 s
+    assert "| toolcall | prm | 3 | 19 | 24.0 | 2.0 | 0.0 | 0.0 | 3.0 | 26.0 | 1.0 | 56.0 | 200 |" in md
 
 
 def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
