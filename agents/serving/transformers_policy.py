@@ -38,6 +38,13 @@ def seed_of(value, name: str = "seed") -> int | None:
     return value
 
 
+# Above this size (batch x width x vocabulary float32 logits) `input_logprobs` runs the LM head row by
+# row on the positions it reads: a batch of 16 multi-step episodes (~1,000 tokens each) would otherwise
+# hold 3 GB of logits and as much again in their log-softmax (a KL-reference server was killed for memory
+# at 15 GB). Below it, one batched LM head, as the OPD teacher's scoring of short prompts always ran.
+LOGITS_BATCH_BYTES = 1 << 30
+
+
 class TransformersPolicy:
     name = "transformers"
 
@@ -89,9 +96,23 @@ class TransformersPolicy:
         starts = [max(0, min(start, len(s))) for s, start in zip(sequences, starts)]
         limits = [max(0, start - 1) for start in starts]
         input_ids, attn, positions, past = self._prefill_inputs(sequences, limits)
-        logits = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, cache=past).logits
-        logp = torch.log_softmax(logits.float(), -1)
         width = input_ids.shape[1]
+        if len(sequences) * width * self.model.config.vocab_size * 4 <= LOGITS_BATCH_BYTES:
+            logits = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, cache=past).logits
+            logp = torch.log_softmax(logits.float(), -1)
+            log_dist = lambda i, col: logp[i, col]  # noqa: E731
+        else:  # the whole batch's log-distribution would not fit: the LM head row by row, where read
+            hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=attn, position_ids=positions,
+                                              cache=past).last_hidden_state
+            head, rows = self.model.get_output_embeddings(), {}
+
+            def log_dist(i, col):
+                if i not in rows:
+                    rows.clear()
+                    first = width - len(sequences[i]) + max(starts[i] - 1, 0)
+                    rows[i] = (first, torch.log_softmax(head(hidden[i, first:]).float(), -1))
+                first, lp_rows = rows[i]
+                return lp_rows[col - first]
         out = []
         for i, (s, start) in enumerate(zip(sequences, starts)):
             offset = width - len(s)  # column of absolute position t is offset + t (right-aligned)
@@ -102,7 +123,7 @@ class TransformersPolicy:
                     lps.append(None)
                     tops.append([])
                     continue
-                row = logp[i, offset + t - 1]
+                row = log_dist(i, offset + t - 1)
                 lps.append(float(row[s[t]]))
                 if top_k:
                     v, k = row.topk(top_k)

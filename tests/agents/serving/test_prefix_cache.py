@@ -137,3 +137,30 @@ def test_scoring_with_a_cached_prefix_equals_scoring_without(policy):
             assert [[k for _, k in row] for row in ta] == [[k for _, k in row] for row in tb]
     finally:
         policy.enable_prefix_cache(0)
+
+
+@pytest.mark.model
+def test_a_batch_too_big_for_one_lm_head_is_scored_row_by_row_to_the_same_logprobs(policy, monkeypatch):
+    """Long multi-step episodes (the KL reference's rows) take the LM head row by row on the positions
+    read, not a [batch, width, vocabulary] log-softmax; the logprobs and top-k are those of one batch."""
+    import agents.serving.transformers_policy as tp
+
+    tok = policy.tokenizer
+    prompt = tok.encode("Count the lines of notes.txt and write the number to count.txt. " * 3)
+    seqs = [prompt + tok.encode(" wc -l < notes.txt > count.txt"), prompt[:9] + tok.encode(" DONE"), prompt[:4]]
+    starts = [len(prompt), 9, 0]
+    for cache in (0, 100_000):
+        policy.enable_prefix_cache(cache)
+        try:
+            if cache:
+                policy.sample_ids([prompt])  # the rollout stored its prompt: the rows start after it
+            batched = policy.input_logprobs(seqs, starts, top_k=3)
+            monkeypatch.setattr(tp, "LOGITS_BATCH_BYTES", 0)
+            by_row = policy.input_logprobs(seqs, starts, top_k=3)
+            monkeypatch.undo()
+        finally:
+            policy.enable_prefix_cache(0)
+        for (la, ta), (lb, tb) in zip(batched, by_row, strict=True):
+            assert len(la) == len(lb) and [x is None for x in la] == [x is None for x in lb]
+            assert max((abs(x - y) for x, y in zip(la, lb) if x is not None), default=0.0) < 1e-4
+            assert [[k for _, k in row] for row in ta] == [[k for _, k in row] for row in tb]
