@@ -43,8 +43,11 @@ class EnvPool:
         self._all: list = []
         self._idle: list = []
         self._lock = threading.Lock()
+        self._closed = False
 
     def _made(self):
+        if self._closed:  # a worker thread still running when the run stopped
+            raise RuntimeError("the env pool is closed: the run is stopping")
         env = self._make_env()
         if getattr(self, "max_steps", None) is not None:
             env.max_steps = self.max_steps
@@ -73,7 +76,11 @@ class EnvPool:
             yield env
         finally:
             with self._lock:
-                self._idle.append(env)
+                closed = self._closed
+                if not closed:
+                    self._idle.append(env)
+            if closed:  # the pool closed during this episode, which may have started a container since
+                env.close()
 
     def set_max_steps(self, n: int) -> None:
         """Change the step limit of every env (curriculum); envs made later get it too."""
@@ -82,6 +89,10 @@ class EnvPool:
             env.max_steps = n
 
     def close(self) -> None:
+        """Close every env; an env still in an episode (a worker thread after Ctrl-C / SIGTERM) is closed
+        again when its episode ends, and no env is made from now on."""
+        with self._lock:
+            self._closed = True
         for env in self._all:
             env.close()
         self._all.clear()

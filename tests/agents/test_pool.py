@@ -33,3 +33,27 @@ def test_batches_reuse_the_pools_envs_and_close_them_all():
     assert 1 <= len(made) <= 3  # at most one per episode in flight, whatever the number of batches
     pool.close()
     assert all(getattr(env, "closed", False) for env in made)
+
+
+def test_an_env_still_in_an_episode_when_the_pool_closes_is_closed_when_it_ends():
+    """Ctrl-C / SIGTERM: the run closes the pool while worker threads are still in episodes (one may be
+    starting a container). Each such env is closed again when its episode ends, and no env is made
+    after the close, so a stopped run leaves no container behind."""
+    import pytest
+
+    cfg = conf_defaults("env", "toolcall", ToolCallEnvConfig)
+    closes = []
+
+    class Counts(Closes):
+        def close(self):
+            closes.append(self)
+            super().close()
+
+    pool = EnvPool(lambda: Counts(gym.make("nextstate/ToolCall-v0", config=cfg, split="test")))
+    with pool.checkout() as env:
+        pool.close()  # the run stops while this episode runs
+        assert closes == [env]
+    assert closes == [env, env]  # the episode's end closed it again, whatever it started meanwhile
+    with pytest.raises(RuntimeError, match="closed"):
+        with pool.checkout():
+            pass
