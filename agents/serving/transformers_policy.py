@@ -97,25 +97,19 @@ class TransformersPolicy:
         limits = [max(0, start - 1) for start in starts]
         input_ids, attn, positions, past = self._prefill_inputs(sequences, limits)
         width = input_ids.shape[1]
-        if len(sequences) * width * self.model.config.vocab_size * 4 <= LOGITS_BATCH_BYTES:
+        batched = len(sequences) * width * self.model.config.vocab_size * 4 <= LOGITS_BATCH_BYTES
+        if batched:
             logits = self.model(input_ids=input_ids, attention_mask=attn, position_ids=positions, cache=past).logits
             logp = torch.log_softmax(logits.float(), -1)
-            log_dist = lambda i, col: logp[i, col]  # noqa: E731
         else:  # the whole batch's log-distribution would not fit: the LM head row by row, where read
             hidden = self.model.get_decoder()(input_ids=input_ids, attention_mask=attn, position_ids=positions,
                                               cache=past).last_hidden_state
-            head, rows = self.model.get_output_embeddings(), {}
-
-            def log_dist(i, col):
-                if i not in rows:
-                    rows.clear()
-                    first = width - len(sequences[i]) + max(starts[i] - 1, 0)
-                    rows[i] = (first, torch.log_softmax(head(hidden[i, first:]).float(), -1))
-                first, lp_rows = rows[i]
-                return lp_rows[col - first]
+            head = self.model.get_output_embeddings()
         out = []
         for i, (s, start) in enumerate(zip(sequences, starts)):
             offset = width - len(s)  # column of absolute position t is offset + t (right-aligned)
+            first = 0 if batched else offset + max(start - 1, 0)  # the first column this row reads
+            row_logp = logp[i] if batched else torch.log_softmax(head(hidden[i, first:]).float(), -1)
             lps: list[float | None] = []
             tops = []
             for t in range(start, len(s)):
@@ -123,7 +117,7 @@ class TransformersPolicy:
                     lps.append(None)
                     tops.append([])
                     continue
-                row = log_dist(i, offset + t - 1)
+                row = row_logp[offset + t - 1 - first]
                 lps.append(float(row[s[t]]))
                 if top_k:
                     v, k = row.topk(top_k)
