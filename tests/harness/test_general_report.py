@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from harness.reports.general import collect, write
+from nextstate.config import compose
 
 
 def _run(root: Path, name: str, env: str, signal: str, seed: int, scores: dict[int, float]) -> Path:
@@ -99,3 +101,13 @@ def test_an_evaluation_with_infra_failures_is_named_beside_the_table(tmp_path):
     md = write(collect([tmp_path]), tmp_path / "out")
     listed = [line for line in md.splitlines() if line.startswith("- ")]
     assert listed == [f"- {run} @4: 2 of 3"]
+
+
+def test_the_kl_experiment_is_the_command_line_the_reported_runs_used():
+    # results/general/terminal_8x4's `prm_votes+kl0.2` runs were launched with these overrides; the experiment
+    # that `make general-terminal-kl` runs must compose to the same config, or its scores are another arm's
+    named = compose(["+experiment=general_terminal_kl", "signal=prm_votes"])
+    spelled = compose(["+experiment=general_terminal", "signal=prm_votes", "mode.kl_coef=0.2",
+                       "mode.tasks_per_iter=8", "mode.micro_batch_tokens=2048"])
+    assert OmegaConf.to_container(named) == OmegaConf.to_container(spelled)
+    assert (named.mode.kl_coef, named.mode.tasks_per_iter, named.signal.baseline) == (0.2, 8, "none")
