@@ -114,8 +114,25 @@ def test_personal_baseline_none_uses_the_score_itself_and_masks_zeros():
            [[1.0, 1.0], pytest.approx([0.5, 0.5]), pytest.approx([-1.0, 0.0])]
 
 
+def test_batch_baseline_centres_the_votes_on_the_updates_mean():
+    """`baseline: batch`: the vote less the mean vote of the update's scored steps, so a batch of mostly
+    failing steps pushes its few right ones up as hard as its many wrong ones down; 0-scored steps dropped."""
+    centred = SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="batch", opd_topk=0)
+    trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("B", 0.0), _traj("B", 0.0), _traj("C", 0.0)]
+    steps = collect_steps(trajs)
+    for st, score in zip(steps, [1.0, -1.0, -1.0, -1.0, 0.0]):
+        st.judgement = Judgement(votes=(1,), score=score)
+    # scored: [1, -1, -1, -1], mean -0.5 -> [1.5, -0.5, -0.5, -0.5]; the 0-scored step is dropped
+    got = [(s.group, s.advantages) for s in build_samples(centred, steps, trajs)]
+    assert got == [("A", [1.5, 1.5]), ("A", [-0.5, -0.5]), ("B", [-0.5, -0.5]), ("B", [-0.5, -0.5])]
+    # all scored alike: nothing to prefer, no sample
+    for st in steps:
+        st.judgement = Judgement(votes=(1,), score=-1.0)
+    assert build_samples(centred, steps, trajs) == []
+
+
 def test_an_unknown_baseline_is_a_clear_error():
-    with pytest.raises(ValueError, match="stepwise or none"):
+    with pytest.raises(ValueError, match="stepwise, none or batch"):
         SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="group", opd_topk=0)
 
 

@@ -4,6 +4,11 @@ valid vote), standardized per (task group, step index), constant buckets dropped
 `baseline: none` is the paper's personal-agent variant (a conversation has no group of rollouts to
 compare): the step score itself is the advantage, no outcome is added, and steps scored 0 are
 masked out. Pair it with `judge.aggregate=majority` (conf/experiment/personal_chat.yaml).
+
+`baseline: batch` centres those scores on the update's mean score: where most rollouts fail, the
+uncentred votes are mostly -1 and an update is mostly pushes down on what the policy just sampled (on
+the terminal suite such updates moved the mass to unrelated commands); centred, the few right steps
+weigh as much as the many wrong ones.
 """
 from __future__ import annotations
 
@@ -18,12 +23,16 @@ from trainers.signals.token_advantages import step_sample
 
 
 def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> list[float | None]:
-    """Each step's score advantage, None where it is dropped (a constant bucket; with `baseline="none"`,
-    a score of 0)."""
+    """Each step's score advantage, None where it is dropped (a constant bucket; with `baseline="none"`
+    or `"batch"`, a score of 0, and with `"batch"` a score equal to the mean)."""
     if not steps:
         return []
     if baseline == "none":
         return [st.score if st.score != 0.0 else None for st in steps]
+    if baseline == "batch":
+        scored = [st.score for st in steps if st.score != 0.0]
+        mean = sum(scored) / len(scored) if scored else 0.0
+        return [st.score - mean if st.score != 0.0 and st.score != mean else None for st in steps]
     rewards = torch.tensor([st.outcome + st.score for st in steps])
     adv, keep = stepwise_standardize(rewards, group_ids([st.group for st in steps]),
                                      torch.tensor([st.step_index for st in steps]))
