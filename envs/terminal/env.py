@@ -227,11 +227,16 @@ class TerminalEnv(SandboxedEpisodes, TextEnv):
         self._passing = self._checks(task)
 
     def _checks(self, task: Task) -> str:
-        """One 0/1 per check of a templated task, run as root by the harness, in the workdir."""
-        code, out = self._sandbox.run(templated.check_script(task), timeout=task.data["test_timeout_s"])
-        if code != 0 or len(out) != len(task.data["checks"]) or set(out) - {"0", "1"}:
-            raise SandboxError(f"the checks of {task.task_id} did not run (exit {code}): {out[-300:]}")
-        return out
+        """One 0/1 per check of a templated task, run as root by the harness, in the workdir. Docker's
+        exec now and then loses the tail of a short command's output (docker-py #2042): the checks only
+        read, so a reading that exits 0 with the wrong shape is taken again, once."""
+        for _ in range(2):
+            code, out = self._sandbox.run(templated.check_script(task), timeout=task.data["test_timeout_s"])
+            if code == 0 and len(out) == len(task.data["checks"]) and not set(out) - {"0", "1"}:
+                return out
+            if code != 0:
+                break
+        raise SandboxError(f"the checks of {task.task_id} did not run (exit {code}): {out[-300:]}")
 
     def _progress(self, task: Task) -> bool:
         """Whether the step made progress: a check holds that did not before, and none that held
