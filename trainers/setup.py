@@ -7,6 +7,7 @@ differ only in how they schedule them."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from agents.serving.http_policy import HTTPPolicy
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
-from nextstate.atomic import append_jsonl
+from nextstate.atomic import read_jsonl, write_text_atomic
 from nextstate.config import EnvConfig, ModelConfig, check_ranges
 from nextstate.types import Task
 from trainers.cpu_time import cpu_seconds
@@ -105,9 +106,23 @@ def load_trainable(path: Path, tc: TrainConfig, dtype: str):
 def _eval(pool, policy, sampling, tasks, system_prompt, seed, parallel, progress, desc, out_file: Path) -> dict:
     trajs = run_episodes(pool, lambda i: ModelAgent(policy, sampling), tasks, system_prompt=system_prompt, seed=seed,
                          parallel=parallel, progress=progress, desc=desc)
-    for t in trajs:
-        append_jsonl(out_file, t.to_dict())
+    write_evaluation(out_file, trajs)
     return summarize(trajs)
+
+
+def write_evaluation(out_file: Path, trajs) -> None:
+    """The evaluation's episodes, written whole: a resumed run that redoes an evaluation (stopped after it,
+    before its checkpoint) replaces the file instead of adding a second reading to it."""
+    write_text_atomic(out_file, "".join(json.dumps(t.to_dict(), default=str) + "\n" for t in trajs))
+
+
+def forget_after(log_file: Path, iteration: int) -> None:
+    """Drop the log lines of iterations after the checkpoint's: a run stopped after an update's log line
+    but before its checkpoint redoes that update on resume, and the log keeps each iteration once."""
+    rows = read_jsonl(log_file)
+    kept = [r for r in rows if r.get("iteration", -1) <= iteration]
+    if len(kept) < len(rows):
+        write_text_atomic(log_file, "".join(json.dumps(r, default=str) + "\n" for r in kept))
 
 
 @dataclass
@@ -156,6 +171,7 @@ class Run:
         """The run's state: the checkpoint's (`saved`), or fresh after the evaluation before training."""
         if saved is not None:
             self.state = RunState.from_dict(saved)
+            forget_after(self.log_file, self.state.iteration)
             print(f"[train] resumed after iteration {self.state.iteration}")
         else:
             self.state = fresh_state(self)
