@@ -100,6 +100,11 @@ def drop_torn_tail(path: Path | str) -> bytes | None:
         return _warn_torn(path, _cut_torn_tail(f))
 
 
+def write_jsonl_atomic(path: Path | str, rows) -> None:
+    """A whole JSONL file at once, replacing what was there (`append_jsonl` adds to it)."""
+    write_text_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in rows))
+
+
 def append_jsonl(path: Path | str, obj) -> None:
     """One line per record, flushed and fsynced: a killed run keeps every finished record. A torn last
     line left by a killed writer is dropped first (`drop_torn_tail`), never appended to; the check and

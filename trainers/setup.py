@@ -7,7 +7,6 @@ differ only in how they schedule them."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from agents.serving.http_policy import HTTPPolicy
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
-from nextstate.atomic import read_jsonl, write_text_atomic
+from nextstate.atomic import read_jsonl, write_jsonl_atomic
 from nextstate.config import EnvConfig, ModelConfig, check_ranges
 from nextstate.types import Task
 from trainers.cpu_time import cpu_seconds
@@ -113,7 +112,7 @@ def _eval(pool, policy, sampling, tasks, system_prompt, seed, parallel, progress
 def write_evaluation(out_file: Path, trajs) -> None:
     """The evaluation's episodes, written whole: a resumed run that redoes an evaluation (stopped after it,
     before its checkpoint) replaces the file instead of adding a second reading to it."""
-    write_text_atomic(out_file, "".join(json.dumps(t.to_dict(), default=str) + "\n" for t in trajs))
+    write_jsonl_atomic(out_file, (t.to_dict() for t in trajs))
 
 
 def forget_after(log_file: Path, iteration: int) -> None:
@@ -122,7 +121,7 @@ def forget_after(log_file: Path, iteration: int) -> None:
     rows = read_jsonl(log_file)
     kept = [r for r in rows if r.get("iteration", -1) <= iteration]
     if len(kept) < len(rows):
-        write_text_atomic(log_file, "".join(json.dumps(r, default=str) + "\n" for r in kept))
+        write_jsonl_atomic(log_file, kept)
 
 
 @dataclass

@@ -82,9 +82,7 @@ def train_main(job: Job, run_dir: Path) -> dict:
 
 
 def evaluate_after(run: Run) -> dict:
-    after_file = run.run_dir / "eval_after.jsonl"
-    after_file.unlink(missing_ok=True)
-    after = run.evaluate("eval after", after_file)
+    after = run.evaluate("eval after", run.run_dir / "eval_after.jsonl")
     run.state.curve.append([run.state.train_episodes, after["success_rate"]])
     return after
 
