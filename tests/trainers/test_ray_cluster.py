@@ -75,15 +75,20 @@ def test_rollout_workers_land_on_both_nodes(cluster, tmp_path):
 
 def test_a_node_lost_mid_run_costs_no_sample(cluster, tmp_path):
     c, nodes = cluster
-    loops = _loops(tmp_path, produce_s=0.5, workers=4, batch_size=4, max_staleness=100)
-    after, left = [], []
+    # a batch is four groups of two samples, so between updates all four workers roll out a group
+    loops = _loops(tmp_path, produce_s=2.0, workers=4, batch_size=8, max_staleness=100)
+    placed, after, left = [], [], []
 
     def on_update(r):
+        if r.version == 1:
+            placed.extend(_nodes(loops.rollout_actors))
         if r.version == 2:  # groups are in flight now; lose a node that holds rollout workers
+            # Asking the workers where they are now would wait for their groups to finish (a call waits
+            # behind the one running): then nothing is lost with the node, and Ray restarts the idle
+            # workers unseen. Where they were placed after update 1 is where they still are.
             # SPREAD is best effort: on a loaded machine all workers can land on one node (CI once
             # removed a node that held only a judge), so the victim is chosen from where they are
-            hosting = set(_nodes(loops.rollout_actors))
-            victim = next(n for n in nodes if n.node_id in hosting)
+            victim = next(n for n in nodes if n.node_id in set(placed))
             left.extend(n.node_id for n in nodes if n is not victim)
             c.remove_node(victim, allow_graceful=False)
             # Hold the loops until Ray has declared the node dead: on a loaded machine the workers left
