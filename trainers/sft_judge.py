@@ -1,4 +1,5 @@
-"""`mode=sft_judge`: a PRM judge and hint extractor trained for a persona's chat steps.
+"""`mode=sft_judge`: a PRM judge and hint extractor trained for a persona's chat steps (a general agent's
+env: trainers/sft_step_judge.py).
 
 The 135M model as its own judge gives a parsable vote 7% of the time, at chance accuracy. The judge's
 job on chat steps is narrow: read the reply and the user's next message, and say whether the user
@@ -52,9 +53,12 @@ def hint_answer(wish: str) -> str:
 @dataclass
 class SFTJudgeConfig(SFTConfig):
     sampled_replies: int = 0  # replies sampled at temperature 1 per request, beside the greedy one
+    train_limit: int | None = None  # a general agent's env: train tasks whose steps it learns from (None: all)
 
 
-def _sample(tokenizer, system: str, template: str, step: Step, answer: str, end_ids: list[int], tag: str) -> Sample:
+def prompt_sample(tokenizer, system: str, template: str, step: Step, answer: str, end_ids: list[int],
+                  tag: str) -> Sample:
+    """The prompt the model judge (or hinter) sends for `step`, answered by `answer`."""
     msgs = [{"role": "system", "content": system}, {"role": "user", "content": render(template, step)}]
     resp = tokenizer.encode(answer, add_special_tokens=False) + end_ids
     return Sample(render_prompt_ids(tokenizer, msgs), resp, [0.0] * len(resp), [1.0] * len(resp), tag, 0)
@@ -64,8 +68,9 @@ def judge_samples(steps: list[Step], tokenizer, judge: JudgeConfig) -> list[Samp
     """One sample per step: the judge prompt as the model judge renders it, and the verdict's answer
     followed by the end-of-turn token (so the judge learns to stop after its vote)."""
     end_ids = end_of_turn_ids(tokenizer)
-    return [_sample(tokenizer, judge.system, judge.template, step, ANSWERS[bool(step.info["step_label"]["satisfied"])],
-                    end_ids, f"step{i}") for i, step in enumerate(steps)]
+    return [prompt_sample(tokenizer, judge.system, judge.template, step,
+                          ANSWERS[bool(step.info["step_label"]["satisfied"])], end_ids, f"step{i}")
+            for i, step in enumerate(steps)]
 
 
 def hint_samples(steps: list[Step], tokenizer, hints: HintConfig) -> list[Sample]:
@@ -78,7 +83,7 @@ def hint_samples(steps: list[Step], tokenizer, hints: HintConfig) -> list[Sample
         wish = (step.next_state.fields.get("named_wish") or "").strip()
         satisfied = bool(step.info["step_label"]["satisfied"])
         if satisfied or wish:
-            out.append(_sample(tokenizer, hints.system, hints.template, step,
+            out.append(prompt_sample(tokenizer, hints.system, hints.template, step,
                                NO_HINT if satisfied else hint_answer(wish), end_ids, f"hint{i}"))
     return out
 
@@ -97,9 +102,13 @@ def sft_judge_main(job: Job, run_dir: Path) -> dict:
 
     from envs.chat.env import ChatEnv
 
-    if job.env.name != "chat" or not getattr(job.env, "persona", None):
+    if job.env.name != "chat":  # a general agent's env: the judge learns its verifiable step labels
+        from trainers.sft_step_judge import sft_step_judge_main
+
+        return sft_step_judge_main(job, run_dir)
+    if not getattr(job.env, "persona", None):
         raise SystemExit("mode=sft_judge trains a judge for a persona's chat steps: give env=chat env.persona=casual "
-                         "(see envs/tasks/personas/)")
+                         "(see envs/tasks/personas/), or a general agent's env (terminal, toolcall, gui)")
     if not (isinstance(job.judge, JudgeConfig) and isinstance(job.hints, HintConfig)):
         raise SystemExit(f"mode=sft_judge trains the model judge's prompts: judge=model hints=model, not "
                          f"judge={job.judge.name} hints={job.hints.name}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nextstate.types import Step
+from trainers.feedback.oracle_judge import oracle_vote
 
 
 def judge_accuracy(pairs: list) -> dict:
@@ -47,11 +48,12 @@ def judged_steps(env, policy, tasks, system_prompt: str, sampled: int = 0, seed:
 
 
 def vote_scores(steps: list[Step], judgements) -> dict:
-    """A judge's votes on chat steps against the user's own verdict (`step_label.satisfied`): the
-    share of valid votes (a parsable \\boxed{}), of steps scored (not 0), and the accuracy of the
-    score's sign over the scored steps."""
+    """A judge's votes against the steps' labels (chat: the user's own verdict, `step_label.satisfied`;
+    a general agent's step: every verifiable label holds, as the oracle judge votes): the share of valid
+    votes (a parsable \\boxed{}), of steps scored (not 0), and the accuracy of the score's sign over the
+    scored steps. `satisfied_steps`: the steps labelled right."""
     votes = [v for j in judgements for v in j.votes]
-    truth = [1 if s.info["step_label"]["satisfied"] else -1 for s in steps]
+    truth = [oracle_vote(s) for s in steps]
     scored = [(j.score > 0) == (t > 0) for j, t in zip(judgements, truth) if j.score != 0]
     return {"steps": len(steps), "satisfied_steps": truth.count(1), "votes": len(votes),
             "valid": round(sum(v is not None for v in votes) / max(1, len(votes)), 3),

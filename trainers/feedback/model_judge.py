@@ -93,11 +93,18 @@ def fill(template: str, **values: str) -> str:
     return template
 
 
+def task_of(step: Step) -> str:
+    """The episode's first user message: the task, as the agent was given it."""
+    return next((m["content"] for m in step.prompt_messages if m["role"] == "user"), "")
+
+
 def render(template: str, step: Step) -> str:
+    """A judge prompt for one step. `{task}` (conf/judge/model_task.yaml) adds the task: whether a
+    command moved a task on depends on the task, which `judge=model` (OpenClaw-RL's judge) never sees."""
     ns: NextState = step.next_state
     body = ns.text if ns.exit_code is None else f"[exit code {ns.exit_code}]\n{ns.text}"
-    return fill(template, action=_clip(step.action_text), role=ROLES.get(ns.kind, ns.kind),
-                next_state=_clip(body))
+    return fill(template, task=_clip(task_of(step), 600), action=_clip(step.action_text),
+                role=ROLES.get(ns.kind, ns.kind), next_state=_clip(body))
 
 
 class ModelJudge:

@@ -69,6 +69,7 @@ def _next_state_hinter(s: FeedbackSources) -> Hinter:
 
 JUDGES: dict[str, FeedbackKind[StepJudge | None]] = {
     "model": FeedbackKind(lambda s: s.model_judge, JudgeConfig, needs_model=True, reads_labels=False),
+    "model_task": FeedbackKind(lambda s: s.model_judge, JudgeConfig, needs_model=True, reads_labels=False),
     "oracle": FeedbackKind(lambda s: OracleJudge(s.judge_cfg.m), OracleJudgeConfig, needs_model=False,
                            reads_labels=True),
 }
