@@ -89,7 +89,7 @@ def test_a_terminal_judge_is_trained_and_measured_end_to_end(harness_run, tmp_pa
     run_dir = tmp_path / "judge_run"
     done = harness_run(tmp_path, "+experiment=sft_judge_general_terminal", "model.init_from=null",
                        "mode.train_limit=3", "mode.eval_limit=2", "mode.sampled_replies=1", "mode.epochs=1",
-                       "parallel=2", f"hydra.run.dir={run_dir}", timeout=900)
+                       "parallel=2", f"hydra.run.dir={run_dir}", timeout=540)
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["env"] == "terminal" and metrics["judge"] == "model_task"
