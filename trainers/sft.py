@@ -9,7 +9,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from nextstate.types import Sample, Trajectory
+from agents.serving.chat import render_prompt_ids
+from nextstate.types import Sample, Step, Trajectory
+from trainers.feedback.model_judge import render
 
 
 @dataclass
@@ -104,3 +106,11 @@ def fine_tune(init_path: Path, tokenizer, samples: list[Sample], cfg: SFTConfig,
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)
     return nll_before, nll_after, losses
+
+
+def prompt_sample(tokenizer, system: str, template: str, step: Step, answer: str, end_ids: list[int],
+                  tag: str) -> Sample:
+    """The prompt the model judge (or hinter) sends for `step`, answered by `answer`: what mode=sft_judge clones."""
+    msgs = [{"role": "system", "content": system}, {"role": "user", "content": render(template, step)}]
+    resp = tokenizer.encode(answer, add_special_tokens=False) + end_ids
+    return Sample(render_prompt_ids(tokenizer, msgs), resp, [0.0] * len(resp), [1.0] * len(resp), tag, 0)

@@ -31,15 +31,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.factory import model_path, serve_policy
-from agents.serving.chat import render_prompt_ids
 from nextstate.atomic import write_json_atomic
 from nextstate.config import check_ranges
 from nextstate.types import Sample, Step
 from trainers.cpu_time import cpu_seconds
 from trainers.feedback.judge_accuracy import hint_scores, judged_steps, vote_scores
-from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge, render
+from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
 from trainers.job import Job
-from trainers.sft import SFTConfig, end_of_turn_ids, fine_tune
+from trainers.sft import SFTConfig, end_of_turn_ids, fine_tune, prompt_sample
+from trainers.sft_step_judge import sft_step_judge_main
 
 ANSWERS = {True: "The user accepted the reply and moved on. \\boxed{1}",
            False: "The user objected to the reply and asked for something different. \\boxed{-1}"}
@@ -54,14 +54,6 @@ def hint_answer(wish: str) -> str:
 class SFTJudgeConfig(SFTConfig):
     sampled_replies: int = 0  # replies sampled at temperature 1 per request, beside the greedy one
     train_limit: int | None = None  # a general agent's env: train tasks whose steps it learns from (None: all)
-
-
-def prompt_sample(tokenizer, system: str, template: str, step: Step, answer: str, end_ids: list[int],
-                  tag: str) -> Sample:
-    """The prompt the model judge (or hinter) sends for `step`, answered by `answer`."""
-    msgs = [{"role": "system", "content": system}, {"role": "user", "content": render(template, step)}]
-    resp = tokenizer.encode(answer, add_special_tokens=False) + end_ids
-    return Sample(render_prompt_ids(tokenizer, msgs), resp, [0.0] * len(resp), [1.0] * len(resp), tag, 0)
 
 
 def judge_samples(steps: list[Step], tokenizer, judge: JudgeConfig) -> list[Sample]:
@@ -103,8 +95,6 @@ def sft_judge_main(job: Job, run_dir: Path) -> dict:
     from envs.chat.env import ChatEnv
 
     if job.env.name != "chat":  # a general agent's env: the judge learns its verifiable step labels
-        from trainers.sft_step_judge import sft_step_judge_main
-
         return sft_step_judge_main(job, run_dir)
     if not getattr(job.env, "persona", None):
         raise SystemExit("mode=sft_judge trains a judge for a persona's chat steps: give env=chat env.persona=casual "

@@ -30,8 +30,7 @@ from trainers.feedback.judge_accuracy import vote_scores
 from trainers.feedback.model_judge import JudgeConfig, ModelJudge
 from trainers.feedback.oracle_judge import oracle_vote
 from trainers.job import Job
-from trainers.sft import end_of_turn_ids, fine_tune
-from trainers.sft_judge import prompt_sample
+from trainers.sft import end_of_turn_ids, fine_tune, prompt_sample
 
 STEP_ANSWERS = {1: "The action worked and moved the task on. \\boxed{1}",
                 -1: "The action failed or did not move the task on. \\boxed{-1}"}
