@@ -94,6 +94,10 @@ def sft_judge_main(job: Job, run_dir: Path) -> dict:
 
     from envs.chat.env import ChatEnv
 
+    sc: SFTJudgeConfig = job.mode
+    check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1,
+                                       "sampled_replies": 0, "train_limit": 1},
+                 above={"lr": 0, "grad_clip": 0})
     if job.env.name != "chat":  # a general agent's env: the judge learns its verifiable step labels
         return sft_step_judge_main(job, run_dir)
     if not getattr(job.env, "persona", None):
@@ -103,10 +107,6 @@ def sft_judge_main(job: Job, run_dir: Path) -> dict:
         raise SystemExit(f"mode=sft_judge trains the model judge's prompts: judge=model hints=model, not "
                          f"judge={job.judge.name} hints={job.hints.name}")
     t0, cpu0 = time.monotonic(), cpu_seconds()
-    sc: SFTJudgeConfig = job.mode
-    check_ranges("mode", sc, at_least={"epochs": 1, "batch_size": 1, "eval_limit": 1, "threads": 1,
-                                       "sampled_replies": 0},
-                 above={"lr": 0, "grad_clip": 0})
     model_cfg, judge_cfg, hints_cfg, env_cfg = job.model, job.judge, job.hints, job.env
     train_env, test_env = ChatEnv(env_cfg, split="train"), ChatEnv(env_cfg, split="test")
     test_tasks = test_env.tasks[: sc.eval_limit or None]

@@ -36,6 +36,21 @@ def oracle_trajectories(pool, tasks, system_prompt, seed, parallel, progress):
     return [t for t in trajs if t.success and not t.infra_failure]
 
 
+def pool_and_splits(stack: ExitStack, make_env, exclude_tags, train_limit: int | None, test_limit: int | None):
+    """A pool of the env (closed, its containers removed, when `stack` closes), the env, and its first
+    `train_limit` train and `test_limit` test tasks (None: all), prepared."""
+    pool = EnvPool(make_env)
+    stack.callback(wait_for_background_removals)
+    stack.callback(pool.close)
+    env = pool.get().unwrapped
+    suite = without_tags(env.tasks, exclude_tags)
+    train_tasks = [t for t in suite if t.split == "train"][: train_limit or None]
+    test_tasks = [t for t in suite if t.split == "test"][: test_limit or None]
+    if hasattr(env, "prepare"):
+        env.prepare(train_tasks + test_tasks)
+    return pool, env, train_tasks, test_tasks
+
+
 def sft_main(job: Job, run_dir: Path) -> dict:
     from transformers import AutoTokenizer
 
@@ -49,15 +64,7 @@ def sft_main(job: Job, run_dir: Path) -> dict:
     init_path = Path(model_cfg.init_from or model_path(model_cfg, job.paths.cache_dir))
     eval_sampling = SamplingConfig(model_cfg.max_new_tokens, 0.0, 1.0, model_cfg.max_prompt_tokens)
     with ExitStack() as stack:
-        pool = EnvPool(make_env)
-        stack.callback(wait_for_background_removals)
-        stack.callback(pool.close)
-        env = pool.get().unwrapped
-        suite = without_tags(env.tasks, job.exclude_tags)
-        train_tasks = [t for t in suite if t.split == "train"]
-        test_tasks = [t for t in suite if t.split == "test"][: sc.eval_limit or None]
-        if hasattr(env, "prepare"):
-            env.prepare(train_tasks + test_tasks)
+        pool, env, train_tasks, test_tasks = pool_and_splits(stack, make_env, job.exclude_tags, None, sc.eval_limit)
         demos = oracle_trajectories(pool, train_tasks, env_cfg.system_prompt, job.seed, job.parallel, job.progress)
         for t in demos:
             append_jsonl(run_dir / "demos.jsonl", t.to_dict())

@@ -18,19 +18,18 @@ from pathlib import Path
 
 from agents.base import ModelAgent, OracleAgent
 from agents.factory import model_path, serve_policy
-from agents.pool import EnvPool, run_episodes
+from agents.pool import run_episodes
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
-from envs.sandbox import wait_for_background_removals
 from nextstate.atomic import write_json_atomic
 from nextstate.types import Sample, Step, Trajectory
 from trainers.cpu_time import cpu_seconds
-from trainers.curriculum import without_tags
 from trainers.feedback.judge_accuracy import vote_scores
 from trainers.feedback.model_judge import JudgeConfig, ModelJudge
 from trainers.feedback.oracle_judge import oracle_vote
 from trainers.job import Job
 from trainers.sft import end_of_turn_ids, fine_tune, prompt_sample
+from trainers.sft_run import pool_and_splits
 
 STEP_ANSWERS = {1: "The action worked and moved the task on. \\boxed{1}",
                 -1: "The action failed or did not move the task on. \\boxed{-1}"}
@@ -77,15 +76,8 @@ def sft_step_judge_main(job: Job, run_dir: Path) -> dict:
     make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split=None)
     init = Path(job.model.init_from or model_path(job.model, job.paths.cache_dir))
     with ExitStack() as stack:
-        pool = EnvPool(make_env)
-        stack.callback(wait_for_background_removals)
-        stack.callback(pool.close)
-        env = pool.get().unwrapped
-        suite = without_tags(env.tasks, job.exclude_tags)
-        train_tasks = [t for t in suite if t.split == "train"][: sc.train_limit or None]
-        test_tasks = [t for t in suite if t.split == "test"][: sc.eval_limit or None]
-        if hasattr(env, "prepare"):
-            env.prepare(train_tasks + test_tasks)
+        pool, _, train_tasks, test_tasks = pool_and_splits(stack, make_env, job.exclude_tags, sc.train_limit,
+                                                           sc.eval_limit)
         policy = stack.enter_context(serve_policy(job.model, job.backend, job.paths.cache_dir, path=init,
                                                   log_path=run_dir / "server.log"))
         n = sc.sampled_replies
