@@ -51,14 +51,24 @@ def vote_scores(steps: list[Step], judgements) -> dict:
     """A judge's votes against the steps' labels (chat: the user's own verdict, `step_label.satisfied`;
     a general agent's step: every verifiable label holds, as the oracle judge votes): the share of valid
     votes (a parsable \\boxed{}), of steps scored (not 0), and the accuracy of the score's sign over the
-    scored steps. `satisfied_steps`: the steps labelled right."""
+    scored steps. `satisfied_steps`: the steps labelled right. Accuracy alone flatters a judge that
+    votes +1 on nearly everything when most steps are right, so the wrong steps get their own numbers:
+    `wrong_recall`, the share of steps labelled wrong that it scored below 0, and `wrong_precision`,
+    the share of its scores below 0 that fell on a wrong step (None where nothing to divide by)."""
     votes = [v for j in judgements for v in j.votes]
     truth = [oracle_vote(s) for s in steps]
     scored = [(j.score > 0) == (t > 0) for j, t in zip(judgements, truth) if j.score != 0]
+    caught = sum(j.score < 0 and t < 0 for j, t in zip(judgements, truth))
     return {"steps": len(steps), "satisfied_steps": truth.count(1), "votes": len(votes),
             "valid": round(sum(v is not None for v in votes) / max(1, len(votes)), 3),
             "scored": round(len(scored) / max(1, len(steps)), 3),
-            "accuracy": round(sum(scored) / len(scored), 3) if scored else None}
+            "accuracy": round(sum(scored) / len(scored), 3) if scored else None,
+            "wrong_recall": _share(caught, sum(t < 0 for t in truth)),
+            "wrong_precision": _share(caught, sum(j.score < 0 for j in judgements))}
+
+
+def _share(n: int, of: int) -> float | None:
+    return round(n / of, 3) if of else None
 
 
 def hint_scores(steps: list[Step], hints: list[str | None]) -> dict:
@@ -69,11 +79,7 @@ def hint_scores(steps: list[Step], hints: list[str | None]) -> dict:
     wanted = [(s.next_state.fields.get("named_wish") or "", h) for s, h in zip(steps, hints)
               if not s.info["step_label"]["satisfied"]]
     thanked = [h for s, h in zip(steps, hints) if s.info["step_label"]["satisfied"]]
-
-    def share(n: int, of: int) -> float | None:
-        return round(n / of, 3) if of else None
-
-    return {"complained_steps": len(wanted), "given": share(sum(h is not None for _, h in wanted), len(wanted)),
-            "exact": share(sum(h is not None and h.strip().lower() == w.strip().lower() for w, h in wanted),
+    return {"complained_steps": len(wanted), "given": _share(sum(h is not None for _, h in wanted), len(wanted)),
+            "exact": _share(sum(h is not None and h.strip().lower() == w.strip().lower() for w, h in wanted),
                            len(wanted)),
-            "silent": share(sum(h is None for h in thanked), len(thanked))}
+            "silent": _share(sum(h is None for h in thanked), len(thanked))}

@@ -22,6 +22,19 @@ def test_validity_accuracy_and_coverage():
     assert vote_scores(steps[:1], [Judgement(votes=(None,), score=0.0)])["accuracy"] is None
 
 
+def test_wrong_steps_caught_and_false_alarms():
+    """Of the 3 wrong steps the judge scores 1 below 0 (recall 1/3); of its 2 scores below 0, 1 is on a
+    wrong step (precision 1/2). A judge that votes +1 everywhere has accuracy 0.4 here but recall 0."""
+    steps = [_step(False), _step(False), _step(False), _step(True), _step(True)]
+    judgements = [Judgement(votes=(-1,), score=-1.0), Judgement(votes=(1,), score=1.0),
+                  Judgement(votes=(None,), score=0.0), Judgement(votes=(-1,), score=-1.0),
+                  Judgement(votes=(1,), score=1.0)]
+    got = vote_scores(steps, judgements)
+    assert got["wrong_recall"] == round(1 / 3, 3) and got["wrong_precision"] == 0.5
+    all_yes = vote_scores(steps, [Judgement(votes=(1,), score=1.0)] * 5)
+    assert all_yes["accuracy"] == 0.4 and all_yes["wrong_recall"] == 0.0 and all_yes["wrong_precision"] is None
+
+
 def test_hints_given_exact_and_silent():
     short = "Say it in one short sentence."
     steps = [_step(False, short), _step(False, short), _step(False, "No list."), _step(True), _step(True)]
