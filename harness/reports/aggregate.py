@@ -63,12 +63,12 @@ def mean(xs: Iterable[float | None]) -> float | None:
 
 def feedback(judge: str, hints: str) -> str:
     """Which feedback a method learned from, given the judge and hints it read ("-" for one it did
-    not read): `model` (the policy's own checkpoint judged or extracted hints), `oracle` (the env's
+    not read): `model` (a model judged or extracted hints: `model`, `model_task`), `oracle` (the env's
     ground truth or the user's own verdict) or `-` (none: outcome reward)."""
     used = [x for x in (judge, hints) if x not in (NONE, "")]
     if not used:
         return NONE
-    return "model" if "model" in used else "oracle"
+    return "model" if any(x.startswith("model") for x in used) else "oracle"
 
 
 @dataclass(frozen=True)

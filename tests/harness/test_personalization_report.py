@@ -66,6 +66,10 @@ def test_feedback_names_the_judge_the_signal_used():
     assert feedback_label(trained) == "model (sft)"
     trained["signal"]["name"] = "outcome"
     assert feedback_label(trained) == "-"  # outcome reads no judge, trained or not
+    task_judge = cfg("prm", j="model_task")  # a general env's model judge: a model, not the oracle
+    assert feedback_label(task_judge) == "model"
+    task_judge["judge"]["model"] = "/runs/terminal/sft_judge/judge"
+    assert feedback_label(task_judge) == "model (sft)"
 
 
 def test_table_means_intervals_and_paired_deltas_by_hand(tmp_path):
