@@ -26,6 +26,7 @@ from harness.reports.personalization import (
 )
 from harness.reports.plots import score_curves
 from nextstate.atomic import write_text_atomic
+from trainers.feedback.judge_accuracy import judge_accuracy
 from trainers.signals.registry import get_signal
 
 COLUMNS = ("env", "suite", "signal", "judge", "seed", "updates", "score", "run_dir")
@@ -78,26 +79,54 @@ def _with_reference(entry: dict) -> dict:
 
 
 def phase_table(rows: list[dict]) -> str:
-    """Markdown: per env and signal, the median seconds of each phase of an update over every update of
-    the runs the rows came from (their train_log.jsonl, where the run dir is still there), and the
-    median held-out evaluation. What a user's wall clock goes to, measured by the grid itself."""
-    logs: dict[tuple[str, str], list[dict]] = {}
-    for run_dir in sorted({(r["env"], r["signal"], r["run_dir"]) for r in rows}):
-        log = Path(run_dir[2]) / "train_log.jsonl"
+    """Markdown: per env, signal and judge (a model judge's seconds are its own), the median seconds of
+    each phase of an update over every update of the runs the rows came from (their train_log.jsonl,
+    where the run dir is still there), and the median held-out evaluation. What a user's wall clock
+    goes to, measured by the grid itself."""
+    logs: dict[tuple[str, str, str], list[dict]] = {}
+    for run in sorted({(r["env"], r["signal"], r["judge"], r["run_dir"]) for r in rows}):
+        log = Path(run[3]) / "train_log.jsonl"
         if log.is_file():
-            logs.setdefault(run_dir[:2], []).extend(_with_reference(json.loads(x))
-                                                    for x in log.read_text().splitlines() if x.strip())
+            logs.setdefault(run[:3], []).extend(_with_reference(json.loads(x))
+                                                for x in log.read_text().splitlines() if x.strip())
     if not logs:
         return ""
-    out = ["| env | signal | updates | samples | " + " | ".join(p[:-2] for p in PHASES) + " | total | eval |",
-           "|" + "---|" * (len(PHASES) + 6)]
-    for (env, signal), entries in sorted(logs.items()):
+    out = ["| env | signal | judge | updates | samples | " + " | ".join(p[:-2] for p in PHASES)
+           + " | total | eval |", "|" + "---|" * (len(PHASES) + 7)]
+    for (env, signal, judge), entries in sorted(logs.items()):
         med = lambda k, es=entries: statistics.median(e.get(k) or 0.0 for e in es)  # noqa: E731
         evals = [e["eval_s"] for e in entries if e.get("eval_s")]
-        out.append(f"| {env} | {signal} | {len(entries)} | {med('samples'):.0f} | "
+        out.append(f"| {env} | {signal} | {judge} | {len(entries)} | {med('samples'):.0f} | "
                    + " | ".join(f"{med(p):.1f}" for p in PHASES)
                    + f" | {sum(med(p) for p in PHASES):.1f} | {statistics.median(evals) if evals else 0:.0f} |")
     return "\n".join(out) + "\n"
+
+
+def judge_table(rows: list[dict]) -> str:
+    """Markdown: for each run that read a judge, how its -1 compared with the env's step labels over the
+    steps it trained on: the share of -1s on a wrong step (precision) and of wrong steps given a -1
+    (recall). From metrics.json once the run is done, from its checkpoint's (score, label) pairs while
+    it runs; the oracle reads 1.00 and 1.00 by construction, a model judge says what its feedback is worth."""
+    out = []
+    for env, signal, judge, seed, run_dir in sorted({(r["env"], r["signal"], r["judge"], r["seed"], r["run_dir"])
+                                                    for r in rows if r["judge"] != "-" and r.get("run_dir")}):
+        metrics, state = Path(run_dir) / "metrics.json", Path(run_dir) / "checkpoint" / "state.json"
+        if metrics.is_file():
+            m = json.loads(metrics.read_text())
+            acc = {"precision": m.get("judge_neg_precision"), "recall": m.get("judge_neg_recall"),
+                   "n": m.get("judge_labeled_steps")}
+        elif state.is_file():
+            acc = judge_accuracy(json.loads(state.read_text()).get("judge_pairs", []))
+        else:
+            continue
+        if acc["n"]:
+            share = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+            out.append(f"| {env} | {signal} | {judge} | {seed} | {acc['n']} | {share(acc['precision'])} | "
+                       f"{share(acc['recall'])} |")
+    if not out:
+        return ""
+    return "\n".join(["| env | signal | judge | seed | labelled steps | -1 precision | -1 recall |",
+                      "|---|---|---|---|---|---|---|", *out]) + "\n"
 
 
 def infra_failures(rows: list[dict]) -> list[str]:
@@ -129,6 +158,9 @@ def write(rows: list[dict], out: Path) -> str:
     if phases:
         md += ("\nSeconds per update by phase (median over the runs' updates; eval: one held-out "
                "evaluation):\n\n" + phases)
+    judged = judge_table(rows)
+    if judged:
+        md += ("\nThe judge's -1 against the env's step labels, over each run's training steps:\n\n" + judged)
     broken = infra_failures(rows)
     if broken:  # a score with infra failures counts them as 0.0: say so beside the numbers
         md += ("\nHeld-out evaluations with infrastructure failures (episodes scored 0.0 that never ran):\n\n"

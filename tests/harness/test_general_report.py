@@ -56,7 +56,7 @@ def test_the_table_says_where_an_updates_seconds_go(tmp_path):
     md = phase_table(collect([tmp_path]))
     # medians: rollout 24, judge 2, the rest of the feedback phase (KL reference) 3, update 26, publish 1
     # -> 56 s an update; eval 200 s
-    assert "| toolcall | prm | 3 | 19 | 24.0 | 2.0 | 0.0 | 0.0 | 3.0 | 26.0 | 1.0 | 56.0 | 200 |" in md
+    assert "| toolcall | prm | oracle | 3 | 19 | 24.0 | 2.0 | 0.0 | 0.0 | 3.0 | 26.0 | 1.0 | 56.0 | 200 |" in md
 
 
 def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
@@ -113,3 +113,28 @@ def test_the_kl_experiment_is_the_command_line_the_reported_runs_used():
                        "mode.tasks_per_iter=8", "mode.micro_batch_tokens=2048"])
     assert OmegaConf.to_container(named) == OmegaConf.to_container(spelled)
     assert (named.mode.kl_coef, named.mode.tasks_per_iter, named.signal.baseline) == (0.2, 8, "none")
+
+
+def test_the_table_says_how_often_the_judges_minus_one_was_right(tmp_path):
+    """Each judged run's negative votes against the step labels: a finished run's from metrics.json, a
+    run still going from its checkpoint's (score, label) pairs; outcome reads no judge, no row."""
+    done = _run(tmp_path, "done", "terminal", "prm", 0, {0: 0.5, 8: 0.6})
+    cfg = yaml.safe_load((done / ".hydra" / "config.yaml").read_text())
+    cfg["judge"] = {"name": "model_task", "model": "/runs/judge"}
+    (done / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
+    metrics = json.loads((done / "metrics.json").read_text())
+    metrics.update(judge_neg_precision=0.75, judge_neg_recall=0.6, judge_labeled_steps=40)
+    (done / "metrics.json").write_text(json.dumps(metrics))
+    going = _run(tmp_path, "going", "terminal", "prm", 1, {0: 0.5, 4: 0.55})
+    (going / "metrics.json").unlink()
+    (going / "checkpoint").mkdir()
+    pairs = [[-1.0, {"ok": False}], [-0.3, {"ok": True}], [1.0, {"ok": False}], [1.0, {"ok": True}]]
+    (going / "checkpoint" / "state.json").write_text(json.dumps({"iteration": 3, "success_before": 0.5,
+                                                                "judge_pairs": pairs}))
+    _run(tmp_path, "out0", "terminal", "outcome", 0, {0: 0.5, 8: 0.5})
+    md = write(collect([tmp_path]), tmp_path / "out")
+    judged = [line for line in md.splitlines() if line.startswith("| terminal | prm")]
+    # the checkpoint: TP 1, FP 1, FN 1 -> precision 1/2, recall 1/2 over 4 labelled steps
+    assert "| terminal | prm | model (sft) | 0 | 40 | 0.75 | 0.60 |" in judged
+    assert "| terminal | prm | oracle | 1 | 4 | 0.50 | 0.50 |" in judged
+    assert not [line for line in md.splitlines() if line.startswith("| terminal | outcome | - | 0 |")]
