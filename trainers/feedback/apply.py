@@ -20,9 +20,16 @@ def judge_and_teach(steps, judge, hinter, signal: SignalConfig, teacher, teacher
     plain = [st.step for st in steps]
     t0 = time.monotonic()
     if signal.needs_judge:
+        asked = 0
         for st, j in zip(steps, judge.votes(plain, salt=salt)):
             st.judgement = j
             info["judge_votes"] += sum(v is not None for v in j.votes)
+            asked += len(j.votes)
+        if info["judge_votes"] < asked / 2:
+            print(f"[judge] warning: {info['judge_votes']} of {asked} judge votes parsed; a step with none "
+                  "scores 0 and is left out of the update. A model judge's reply is cut short when the "
+                  "server's queue outlasts backend.request_deadline_s (a loaded CPU), or its answers "
+                  "do not end in \\boxed{}.", flush=True)
     t1 = time.monotonic()
     info["judge_s"] = round(t1 - t0, 2)
     if signal.needs_hints:
