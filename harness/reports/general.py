@@ -53,11 +53,13 @@ def run_scores(run_dir: Path) -> list[dict]:
 def general_signal_name(cfg: dict) -> str:
     """The signal's label; a judged signal whose votes are the advantage (`baseline: none`, no outcome
     term, no standardization; `signal=prm_votes`) is `<name>_votes`, and the votes centred on the update's
-    mean (`baseline: batch`; `signal=prm_centered`) `<name>_centered`: arms apart from the paper's stepwise
-    reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`: another arm too."""
+    mean (`baseline: batch`; `signal=prm_centered`) `<name>_centered`, and the votes added to the episode's
+    GRPO outcome advantage (`baseline: grpo`; `signal=prm_grpo`) `<name>_grpo`: arms apart from the paper's
+    stepwise reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`: another arm too."""
     sig = cfg["signal"]
     judged = get_signal(sig["name"]).needs_judge
-    variant = {"none": "_votes", "batch": "_centered"}.get(sig.get("baseline", "stepwise"), "") if judged else ""
+    variants = {"none": "_votes", "batch": "_centered", "grpo": "_grpo"}
+    variant = variants.get(sig.get("baseline", "stepwise"), "") if judged else ""
     kl = float((cfg.get("mode") or {}).get("kl_coef") or 0.0)
     return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "")
 

@@ -61,19 +61,22 @@ def test_the_table_says_where_an_updates_seconds_go(tmp_path):
 
 def test_votes_as_the_advantage_is_its_own_arm(tmp_path):
     """prm with `baseline: none` (the vote is the advantage, no outcome term) is not the paper's prm:
-    it is filed as `prm_votes` (centred on the batch: `prm_centered`), so it is never paired or averaged
+    it is filed as `prm_votes` (centred on the batch: `prm_centered`; added to the episode's GRPO outcome
+    advantage: `prm_grpo`), so it is never paired or averaged
     with stepwise prm runs."""
     stepwise = _run(tmp_path, "s", "terminal", "prm", 0, {0: 0.5, 16: 0.5})
     votes = _run(tmp_path, "v", "terminal", "prm", 0, {0: 0.5, 16: 0.7})
     centred = _run(tmp_path, "c", "terminal", "prm", 0, {0: 0.5, 16: 0.6})
+    grpo = _run(tmp_path, "g", "terminal", "prm", 0, {0: 0.5, 16: 0.65})
     outcome = _run(tmp_path, "o", "terminal", "outcome", 0, {0: 0.5, 16: 0.5})
-    for run, baseline in [(stepwise, "stepwise"), (votes, "none"), (centred, "batch"), (outcome, "none")]:
+    for run, baseline in [(stepwise, "stepwise"), (votes, "none"), (centred, "batch"), (grpo, "grpo"),
+                          (outcome, "none")]:
         cfg_file = run / ".hydra" / "config.yaml"
         cfg = yaml.safe_load(cfg_file.read_text())
         cfg["signal"]["baseline"] = baseline
         cfg_file.write_text(yaml.safe_dump(cfg))
     assert {(r["signal"], r["score"]) for r in collect([tmp_path]) if r["updates"] == 16} == {
-        ("prm", 0.5), ("prm_votes", 0.7), ("prm_centered", 0.6), ("outcome", 0.5)}
+        ("prm", 0.5), ("prm_votes", 0.7), ("prm_centered", 0.6), ("prm_grpo", 0.65), ("outcome", 0.5)}
 
 
 def test_a_kl_term_to_the_start_is_its_own_arm(tmp_path):

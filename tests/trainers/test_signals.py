@@ -131,8 +131,24 @@ def test_batch_baseline_centres_the_votes_on_the_updates_mean():
     assert build_samples(centred, steps, trajs) == []
 
 
+def test_grpo_baseline_adds_the_episodes_group_normalized_outcome_to_each_steps_vote():
+    """`baseline: grpo`: A = GRPO outcome advantage of the step's episode + the step's vote, uncentred and
+    unstandardized, so a group whose rollouts all failed still pushes its wrong steps down by their vote and
+    a solved episode raises every step of it; a step whose sum is 0 is dropped."""
+    grpo = SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="grpo", opd_topk=0)
+    trajs = [_traj("A", 1.0, n_steps=2), _traj("A", 0.0), _traj("B", 0.0), _traj("B", 0.0)]
+    steps = collect_steps(trajs)
+    for st, score in zip(steps, [1.0, 0.0, -1.0, -1.0, 0.0]):
+        st.judgement = Judgement(votes=(1,), score=score)
+    # group A: outcomes [1, 0] -> GRPO [+1, -1], on every step of each episode; group B all failed -> 0
+    # A0 step 0: 1 + 1 = 2; A0 step 1: 1 + 0 = 1; A1: -1 - 1 = -2; B0: 0 - 1 = -1; B1: 0 + 0 -> dropped
+    got = [(s.group, s.step_index, s.advantages[0]) for s in build_samples(grpo, steps, trajs)]
+    assert got == [("A", 0, pytest.approx(2.0, rel=1e-5)), ("A", 1, pytest.approx(1.0, rel=1e-5)),
+                   ("A", 0, pytest.approx(-2.0, rel=1e-5)), ("B", 0, -1.0)]
+
+
 def test_an_unknown_baseline_is_a_clear_error():
-    with pytest.raises(ValueError, match="stepwise, none or batch"):
+    with pytest.raises(ValueError, match="stepwise, none, batch or grpo"):
         SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="group", opd_topk=0)
 
 

@@ -9,13 +9,19 @@ masked out. Pair it with `judge.aggregate=majority` (conf/experiment/personal_ch
 uncentred votes are mostly -1 and an update is mostly pushes down on what the policy just sampled (on
 the terminal suite such updates moved the mass to unrelated commands); centred, the few right steps
 weigh as much as the many wrong ones.
+
+`baseline: grpo` adds the step's score to its episode's outcome advantage, normalized in its task group
+(GRPO), with no step-wise standardization: the paper's outcome + process reward where every rollout of a
+task takes the same steps (stepwise buckets constant, so dropped). A solved episode among failed ones
+raises every step of it, a second command included; a group that all failed still pushes its wrong
+steps down by their votes.
 """
 from __future__ import annotations
 
 import torch
 
 from nextstate.types import Sample, Trajectory
-from trainers.advantages import stepwise_standardize
+from trainers.advantages import grpo_outcome_advantages, stepwise_standardize
 from trainers.signals.config import SignalConfig
 from trainers.signals.registry import register
 from trainers.signals.steps import JudgedStep, group_ids
@@ -24,7 +30,7 @@ from trainers.signals.token_advantages import step_sample
 
 def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> list[float | None]:
     """Each step's score advantage, None where it is dropped (a constant bucket; with `baseline="none"`
-    or `"batch"`, a score of 0, and with `"batch"` a score equal to the mean)."""
+    or `"batch"`, a score of 0, and with `"batch"` a score equal to the mean; with `"grpo"`, a sum of 0)."""
     if not steps:
         return []
     if baseline == "none":
@@ -33,10 +39,22 @@ def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> 
         scored = [st.score for st in steps if st.score != 0.0]
         mean = sum(scored) / len(scored) if scored else 0.0
         return [st.score - mean if st.score != 0.0 and st.score != mean else None for st in steps]
+    if baseline == "grpo":
+        episode = _episode_advantages(steps)
+        sums = [episode[st.traj_index] + st.score for st in steps]
+        return [a if a != 0.0 else None for a in sums]
     rewards = torch.tensor([st.outcome + st.score for st in steps])
     adv, keep = stepwise_standardize(rewards, group_ids([st.group for st in steps]),
                                      torch.tensor([st.step_index for st in steps]))
     return [a if k else None for a, k in zip(adv.tolist(), keep.tolist())]
+
+
+def _episode_advantages(steps: list[JudgedStep]) -> dict[int, float]:
+    """The GRPO outcome advantage of each episode the steps come from, keyed by trajectory index."""
+    episodes = {st.traj_index: (st.group, st.outcome) for st in steps}
+    adv = grpo_outcome_advantages(torch.tensor([o for _, o in episodes.values()], dtype=torch.float32),
+                                  group_ids([g for g, _ in episodes.values()]))
+    return dict(zip(episodes, adv.tolist()))
 
 
 @register("prm", needs_judge=True, needs_hints=False)
