@@ -96,11 +96,11 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 	done
 	$(PY) -m harness.general $(GEN_RESULTS)/general/multirun/* --out $(GEN_RESULTS)/general
 
-# The terminal arm at 8 instances an update with a KL term to the start (conf/experiment/general_terminal_kl.yaml),
-# the vote as the advantage against outcome reward, 3 seeds; ~1.5-2 hours a run on 2 cores. Resumable like
-# `general`. The report: results/general/terminal_kl/{scores.csv,table.md,curves.png}.
+# The terminal arm at 8 instances an update with a KL term to the start (conf/experiment/general_terminal_kl.yaml):
+# the vote plus the episode's outcome advantage, the vote alone, and outcome reward, 3 seeds; ~1-2 hours a run on
+# 2 cores. Resumable like `general`. The report: results/general/terminal_kl/{scores.csv,table.md,curves.png}.
 GEN_KL_SEEDS ?= 0,1,2
-GEN_KL_SIGNALS ?= prm_votes,outcome
+GEN_KL_SIGNALS ?= prm_grpo,prm_votes,outcome
 general-terminal-kl: setup  ## the terminal arm at 8x4 with a KL term to the SFT start, resumable; results/general/terminal_kl/
 	test -f $(GEN_RESULTS)/general/terminal/sft/metrics.json || \
 	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_terminal
