@@ -7,7 +7,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.reports.general import collect, write
+from harness.reports.general import collect, general_signal_name, write
 from nextstate.config import compose
 
 
@@ -116,6 +116,10 @@ def test_the_kl_experiment_is_the_command_line_the_reported_runs_used():
                        "mode.tasks_per_iter=8", "mode.micro_batch_tokens=2048"])
     assert OmegaConf.to_container(named) == OmegaConf.to_container(spelled)
     assert (named.mode.kl_coef, named.mode.tasks_per_iter, named.signal.baseline) == (0.2, 8, "none")
+    # the `prm_grpo+kl0.2` runs of results/general/terminal_grpo: the same arm, the votes added to the outcome
+    grpo = compose(["+experiment=general_terminal_kl", "signal=prm_grpo"])
+    assert (grpo.signal.name, grpo.signal.baseline, grpo.mode.kl_coef) == ("prm", "grpo", 0.2)
+    assert general_signal_name(OmegaConf.to_container(grpo)) == "prm_grpo+kl0.2"
 
 
 def test_the_table_says_how_often_the_judges_minus_one_was_right(tmp_path):
