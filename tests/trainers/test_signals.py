@@ -145,6 +145,12 @@ def test_grpo_baseline_adds_the_episodes_group_normalized_outcome_to_each_steps_
     got = [(s.group, s.step_index, s.advantages[0]) for s in build_samples(grpo, steps, trajs)]
     assert got == [("A", 0, pytest.approx(2.0, rel=1e-5)), ("A", 1, pytest.approx(1.0, rel=1e-5)),
                    ("A", 0, pytest.approx(-2.0, rel=1e-5)), ("B", 0, -1.0)]
+    # the group is every episode that ran, as for `outcome`: a solved one with no trainable step (its
+    # replies kept no token ids) still makes its failed sibling's advantage -1
+    trajs = [_traj("C", 1.0, n_steps=0), _traj("C", 0.0)]
+    steps = collect_steps(trajs)
+    steps[0].judgement = Judgement(votes=(0,), score=0.0)
+    assert [s.advantages[0] for s in build_samples(grpo, steps, trajs)] == [pytest.approx(-1.0, rel=1e-5)]
 
 
 def test_an_unknown_baseline_is_a_clear_error():

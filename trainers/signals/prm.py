@@ -21,14 +21,14 @@ from __future__ import annotations
 import torch
 
 from nextstate.types import Sample, Trajectory
-from trainers.advantages import grpo_outcome_advantages, stepwise_standardize
+from trainers.advantages import stepwise_standardize
 from trainers.signals.config import SignalConfig
 from trainers.signals.registry import register
-from trainers.signals.steps import JudgedStep, group_ids
+from trainers.signals.steps import JudgedStep, episode_advantages, group_ids
 from trainers.signals.token_advantages import step_sample
 
 
-def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> list[float | None]:
+def prm_step_advantages(steps: list[JudgedStep], trajs: list[Trajectory], baseline: str) -> list[float | None]:
     """Each step's score advantage, None where it is dropped (a constant bucket; with `baseline="none"`
     or `"batch"`, a score of 0, and with `"batch"` a score equal to the mean; with `"grpo"`, a sum of 0)."""
     if not steps:
@@ -40,7 +40,7 @@ def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> 
         mean = sum(scored) / len(scored) if scored else 0.0
         return [st.score - mean if st.score != 0.0 and st.score != mean else None for st in steps]
     if baseline == "grpo":
-        episode = _episode_advantages(steps)
+        episode = episode_advantages(trajs)
         sums = [episode[st.traj_index] + st.score for st in steps]
         return [a if a != 0.0 else None for a in sums]
     rewards = torch.tensor([st.outcome + st.score for st in steps])
@@ -49,15 +49,8 @@ def prm_step_advantages(steps: list[JudgedStep], baseline: str = "stepwise") -> 
     return [a if k else None for a, k in zip(adv.tolist(), keep.tolist())]
 
 
-def _episode_advantages(steps: list[JudgedStep]) -> dict[int, float]:
-    """The GRPO outcome advantage of each episode the steps come from, keyed by trajectory index."""
-    episodes = {st.traj_index: (st.group, st.outcome) for st in steps}
-    adv = grpo_outcome_advantages(torch.tensor([o for _, o in episodes.values()], dtype=torch.float32),
-                                  group_ids([g for g, _ in episodes.values()]))
-    return dict(zip(episodes, adv.tolist()))
-
-
 @register("prm", needs_judge=True, needs_hints=False)
 def prm_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
-    samples = (step_sample(cfg, st, a, hinted=False) for st, a in zip(steps, prm_step_advantages(steps, cfg.baseline)))
+    advs = prm_step_advantages(steps, trajs, cfg.baseline)
+    samples = (step_sample(cfg, st, a, hinted=False) for st, a in zip(steps, advs))
     return [s for s in samples if s is not None]

@@ -12,6 +12,6 @@ from trainers.signals.token_advantages import step_sample
 
 @register("prm_opd", needs_judge=True, needs_hints=True)
 def prm_opd_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
-    advs = prm_step_advantages(steps, cfg.baseline)
+    advs = prm_step_advantages(steps, trajs, cfg.baseline)
     samples = (step_sample(cfg, st, a, hinted=True) for st, a in zip(steps, advs))
     return [s for s in samples if s is not None]

@@ -22,7 +22,7 @@ from trainers.signals.token_advantages import step_sample
 @register("prm_peered", needs_judge=True, needs_hints=False)
 def prm_peered_samples(cfg: SignalConfig, steps: list[JudgedStep], trajs: list[Trajectory]) -> list[Sample]:
     peers = Counter((st.group, st.step_index) for st in steps)
-    advs = prm_step_advantages(steps, cfg.baseline)
+    advs = prm_step_advantages(steps, trajs, cfg.baseline)
     samples = (step_sample(cfg, st, a if peers[st.group, st.step_index] > 1 else None, hinted=False)
                for st, a in zip(steps, advs))
     return [s for s in samples if s is not None]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from nextstate.types import Judgement, Sample, Step, Trajectory
+from trainers.advantages import grpo_outcome_advantages
 
 
 @dataclass
@@ -46,6 +47,17 @@ def group_ids(groups: list[str]) -> torch.Tensor:
     """Task ids as small ints, in order of first appearance (the advantage functions' group keys)."""
     index = {g: i for i, g in enumerate(dict.fromkeys(groups))}
     return torch.tensor([index[g] for g in groups])
+
+
+def episode_advantages(trajs: list[Trajectory]) -> dict[int, float]:
+    """The GRPO outcome advantage of each episode that ran (infra failures left out), by its index in
+    `trajs`: its outcome against the other rollouts of its task."""
+    kept = [i for i, t in enumerate(trajs) if not t.infra_failure]
+    if not kept:
+        return {}
+    adv = grpo_outcome_advantages(torch.tensor([trajs[i].outcome for i in kept], dtype=torch.float32),
+                                  group_ids([trajs[i].task_id for i in kept]))
+    return dict(zip(kept, adv.tolist()))
 
 
 def to_sample(st: JudgedStep, token_adv: list[float]) -> Sample:
