@@ -17,7 +17,7 @@ from trainers.feedback.oracle_judge import OracleHints, OracleJudge
 from trainers.signals import SignalConfig, build_samples, collect_steps
 from trainers.update import UpdateConfig, ppo_update, sequence_logprobs
 
-pytestmark = [pytest.mark.model, pytest.mark.learning, pytest.mark.slow]  # ten runs of real updates: ~4 min together
+pytestmark = [pytest.mark.model, pytest.mark.learning, pytest.mark.slow]  # twelve runs of real updates: ~5 min together
 
 SYSTEM = "You are a helpful personal assistant. Reply to the user's message directly, in plain text."
 REQUEST = "What's a good name for a goldfish?"
@@ -29,6 +29,8 @@ SIGNALS = {
     "prm": SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="stepwise", opd_topk=0),
     "opd": SignalConfig("opd", w_rl=0.0, w_opd=1.0, baseline="stepwise", opd_topk=0),
     "prm_opd": SignalConfig("prm_opd", w_rl=1.0, w_opd=1.0, baseline="stepwise", opd_topk=0),
+    # the vote plus the episode's GRPO outcome advantage (conf/signal/prm_grpo.yaml)
+    "prm_grpo": SignalConfig("prm", w_rl=1.0, w_opd=0.0, baseline="grpo", opd_topk=0),
     # the paper's top-K variant
     "opd_topk": SignalConfig("opd", w_rl=0.0, w_opd=1.0, opd_topk=20, baseline="stepwise"),
 }
