@@ -13,7 +13,7 @@ help:  ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: help setup demo demo-toolcall personalization demo-terminal lint docs test test-slow bench system docker images model clean-containers regress report \
-	sft-toolcall signal-comparison general general-terminal-kl openclaw-check
+	sft-toolcall signal-comparison general general-kl openclaw-check
 
 setup: system $(DEPS_STAMP) docker images model  ## install everything: apt packages, venv, Docker, sandbox images, the model cache
 
@@ -96,17 +96,19 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 	done
 	$(PY) -m harness.general $(GEN_RESULTS)/general/multirun/* --out $(GEN_RESULTS)/general
 
-# The terminal arm at 8 instances an update with a KL term to the start (conf/experiment/general_terminal_kl.yaml):
-# the vote plus the episode's outcome advantage, the vote alone, and outcome reward, 3 seeds; ~1-2 hours a run on
-# 2 cores. Resumable like `general`. The report: results/general/terminal_kl/{scores.csv,table.md,curves.png}.
+# The arm at 8 instances an update with a KL term to the start (conf/experiment/general_<env>_kl.yaml), on
+# GEN_KL_ENV (terminal or toolcall): the vote plus the episode's outcome advantage, the vote alone, and outcome
+# reward, 3 seeds; ~1-1.5 hours a run on 2 cores. Resumable like `general`. The report:
+# results/general/<env>_kl/{scores.csv,table.md,curves.png}.
+GEN_KL_ENV ?= terminal
 GEN_KL_SEEDS ?= 0,1,2
 GEN_KL_SIGNALS ?= prm_grpo,prm_votes,outcome
-general-terminal-kl: setup  ## the terminal arm at 8x4 with a KL term to the SFT start, resumable; results/general/terminal_kl/
-	test -f $(GEN_RESULTS)/general/terminal/sft/metrics.json || \
-	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_terminal
-	NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_terminal_kl seed=$(GEN_KL_SEEDS) \
-	  signal=$(GEN_KL_SIGNALS) hydra.sweep.dir=$(GEN_RESULTS)/general/terminal_kl/multirun
-	$(PY) -m harness.general $(GEN_RESULTS)/general/terminal_kl/multirun --out $(GEN_RESULTS)/general/terminal_kl
+general-kl: setup  ## the 8x4 arm with a KL term to the SFT start (GEN_KL_ENV=terminal|toolcall), resumable
+	test -f $(GEN_RESULTS)/general/$(GEN_KL_ENV)/sft/metrics.json || \
+	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_$(GEN_KL_ENV)
+	NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_$(GEN_KL_ENV)_kl seed=$(GEN_KL_SEEDS) \
+	  signal=$(GEN_KL_SIGNALS) hydra.sweep.dir=$(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl/multirun
+	$(PY) -m harness.general $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl/multirun --out $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl
 
 # A stock OpenClaw (npm `openclaw`, unpatched, no extra headers) trains the model through the proxy: 10 turns
 # of one conversation, then every turn shown, every turn after the first a step, an update trained, no 409,

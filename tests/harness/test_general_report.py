@@ -110,7 +110,7 @@ def test_an_evaluation_with_infra_failures_is_named_beside_the_table(tmp_path):
 
 def test_the_kl_experiment_is_the_command_line_the_reported_runs_used():
     # results/general/terminal_8x4's `prm_votes+kl0.2` runs were launched with these overrides; the experiment
-    # that `make general-terminal-kl` runs must compose to the same config, or its scores are another arm's
+    # that `make general-kl` runs must compose to the same config, or its scores are another arm's
     named = compose(["+experiment=general_terminal_kl", "signal=prm_votes"])
     spelled = compose(["+experiment=general_terminal", "signal=prm_votes", "mode.kl_coef=0.2",
                        "mode.tasks_per_iter=8", "mode.micro_batch_tokens=2048"])
@@ -120,6 +120,17 @@ def test_the_kl_experiment_is_the_command_line_the_reported_runs_used():
     grpo = compose(["+experiment=general_terminal_kl", "signal=prm_grpo"])
     assert (grpo.signal.name, grpo.signal.baseline, grpo.mode.kl_coef) == ("prm", "grpo", 0.2)
     assert general_signal_name(OmegaConf.to_container(grpo)) == "prm_grpo+kl0.2"
+
+
+def test_the_toolcall_kl_experiment_is_the_terminal_arms_update_on_the_toolcall_suite():
+    # conf/experiment/general_toolcall_kl.yaml: the tool-call experiment with only the terminal arm's
+    # update size, prompt parts and KL term changed, filed under the same arm name
+    named = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo"])
+    spelled = compose(["+experiment=general_toolcall", "signal=prm_grpo", "mode.kl_coef=0.2",
+                       "mode.tasks_per_iter=8", "mode.micro_batch_tokens=2048"])
+    assert OmegaConf.to_container(named) == OmegaConf.to_container(spelled)
+    assert (named.env.name, named.env.suite, named.parallel) == ("toolcall", "templated", 16)
+    assert general_signal_name(OmegaConf.to_container(named)) == "prm_grpo+kl0.2"
 
 
 def test_the_table_says_how_often_the_judges_minus_one_was_right(tmp_path):
