@@ -99,16 +99,19 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 # The arm at 8 instances an update with a KL term to the start (conf/experiment/general_<env>_kl.yaml), on
 # GEN_KL_ENV (terminal or toolcall): the vote plus the episode's outcome advantage, the vote alone, and outcome
 # reward, 3 seeds; ~1-1.5 hours a run on 2 cores. Resumable like `general`. The report:
-# results/general/<env>_kl/{scores.csv,table.md,curves.png}.
+# results/general/<env>_kl/{scores.csv,table.md,curves.png}. GEN_KL_STOP=true trains each reply's stop token
+# too (mode.train_stop_token, which the committed grids leave out): its own sweep and report, <env>_kl_stop/.
 GEN_KL_ENV ?= terminal
 GEN_KL_SEEDS ?= 0,1,2
 GEN_KL_SIGNALS ?= prm_grpo,prm_votes,outcome
+GEN_KL_STOP ?= false
+GEN_KL_DIR = $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl$(if $(filter true,$(GEN_KL_STOP)),_stop)
 general-kl: setup  ## the 8x4 arm with a KL term to the SFT start (GEN_KL_ENV=terminal|toolcall), resumable
 	test -f $(GEN_RESULTS)/general/$(GEN_KL_ENV)/sft/metrics.json || \
 	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_$(GEN_KL_ENV)
 	NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_$(GEN_KL_ENV)_kl seed=$(GEN_KL_SEEDS) \
-	  signal=$(GEN_KL_SIGNALS) hydra.sweep.dir=$(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl/multirun
-	$(PY) -m harness.general $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl/multirun --out $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl
+	  signal=$(GEN_KL_SIGNALS) mode.train_stop_token=$(GEN_KL_STOP) hydra.sweep.dir=$(GEN_KL_DIR)/multirun
+	$(PY) -m harness.general $(GEN_KL_DIR)/multirun --out $(GEN_KL_DIR)
 
 # A stock OpenClaw (npm `openclaw`, unpatched, no extra headers) trains the model through the proxy: 10 turns
 # of one conversation, then every turn shown, every turn after the first a step, an update trained, no 409,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agents.serving.chat import stop_token_ids
 from agents.serving.http_policy import HTTPPolicy
 from trainers.feedback.apply import judge_and_teach
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, ModelJudge
@@ -28,12 +29,13 @@ class StepFeedback:
     tools: dict[str, list[dict]]
     kl_coef: float
     frozen: HTTPPolicy | None
+    untrained_ids: frozenset[int] = frozenset()  # a reply's last token, when one of these, is left out
 
 
 def judged_samples(trajs, salt: int, fb: StepFeedback) -> tuple[list, list, dict]:
     """Judge and teach the trajectories' steps, then build the signal's samples (with KL reference
     logprobs when asked): (samples, judged steps, counts for the log)."""
-    steps = collect_steps(trajs)
+    steps = collect_steps(trajs, fb.untrained_ids)
     info = judge_and_teach(steps, fb.judge, fb.hinter, fb.signal, fb.teacher, fb.teacher_suffix, fb.tools.get,
                            salt=salt)
     samples = build_samples(fb.signal, steps, trajs)
@@ -73,10 +75,12 @@ def judged_counts(trajs, steps, info: dict) -> dict:
 
 
 def step_feedback(job: Job, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, tools: dict, *,
-                teacher: str, kl_coef: float, judge_server: HTTPPolicy | None = None) -> StepFeedback:
+                teacher: str, kl_coef: float, judge_server: HTTPPolicy | None = None,
+                train_stop_token: bool = True) -> StepFeedback:
     """The run's judge, hints and teacher (`mode.teacher`: the frozen initial weights or the current
     policy); the oracles read the env's reference solutions. The model judge and hinter ask
-    `judge_server` (a trained `judge.model`) when there is one, else the frozen initial weights."""
+    `judge_server` (a trained `judge.model`) when there is one, else the frozen initial weights.
+    `train_stop_token=False` leaves each reply's stop token out of its sample (`mode.train_stop_token`)."""
     signal, judge_cfg, hints_cfg = job.signal, job.judge, job.hints
     by_id = {t.task_id: t for t in env.tasks} if env is not None else {}
     asked = judge_server or frozen
@@ -86,4 +90,5 @@ def step_feedback(job: Job, env, frozen: HTTPPolicy | None, policy: HTTPPolicy, 
                               lambda task_id: env.reference_actions(by_id[task_id]), judge_cfg, hints_cfg)
     return StepFeedback(signal, choose(JUDGES, "judge", judge_cfg.name).build(sources),
                         choose(HINTERS, "hints", hints_cfg.name).build(sources),
-                        frozen if teacher == "frozen" else policy, hints_cfg.teacher_suffix, tools, kl_coef, frozen)
+                        frozen if teacher == "frozen" else policy, hints_cfg.teacher_suffix, tools, kl_coef, frozen,
+                        frozenset() if train_stop_token else stop_token_ids(policy.tokenizer))

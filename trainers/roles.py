@@ -23,7 +23,7 @@ class Judge:
     def __init__(self, job: Job, env, tools: dict, policy, frozen, judge_server=None, *, owned_env=None):
         tc = job.mode
         self.feedback = step_feedback(job, env, frozen, policy, tools, teacher=tc.teacher, kl_coef=tc.kl_coef,
-                                      judge_server=judge_server)
+                                      judge_server=judge_server, train_stop_token=tc.train_stop_token)
         self.owned_env = owned_env  # closed with the judge (an actor's own env)
 
     @classmethod

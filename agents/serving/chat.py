@@ -19,6 +19,13 @@ def render_prompt_ids(tokenizer, messages: list[dict[str, str]], tools: list[dic
     return list(ids)
 
 
+def stop_token_ids(tokenizer) -> frozenset[int]:
+    """The tokens that end a reply: EOS and the chat template's end of turn. A reply that stops on one
+    keeps it as its last token (as SGLang's `output_ids` do), so the trainer can train the stop."""
+    ids = (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    return frozenset(i for i in ids if isinstance(i, int) and i >= 0)
+
+
 def _tools_in_system_message(messages, tools):
     listing = "\n".join(tool_signature(t) for t in tools)
     note = ("You can call these tools. To call one, answer with "

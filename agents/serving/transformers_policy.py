@@ -7,7 +7,7 @@ from typing import Callable
 
 import torch
 
-from agents.serving.chat import render_prompt_ids
+from agents.serving.chat import render_prompt_ids, stop_token_ids
 from agents.serving.prefix_cache import PrefixCache
 from nextstate.types import Generation
 
@@ -57,8 +57,7 @@ class TransformersPolicy:
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else tokenizer.eos_token_id
         self.prefix_cache: PrefixCache | None = None  # enable_prefix_cache(); off: every prompt is prefilled
-        self.stop_ids = {i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>"))
-                         if isinstance(i, int) and i >= 0}
+        self.stop_ids = stop_token_ids(tokenizer)
 
     @classmethod
     def load(cls, path, sampling: SamplingConfig, *, model_name: str, seed: int = 0,
@@ -203,8 +202,10 @@ class TransformersPolicy:
             for i in range(batch):
                 if done[i]:
                     continue
-                if stopped[i]:
+                if stopped[i]:  # the stop token ends the reply's tokens (not its text): it is trained too
                     finish[i] = "stop"
+                    tokens[i].append(int(chosen[i]))
+                    logprobs[i].append(float(chosen_lp[i]))
                     continue
                 tokens[i].append(int(chosen[i]))
                 logprobs[i].append(float(chosen_lp[i]))

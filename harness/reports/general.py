@@ -55,13 +55,16 @@ def general_signal_name(cfg: dict) -> str:
     term, no standardization; `signal=prm_votes`) is `<name>_votes`, and the votes centred on the update's
     mean (`baseline: batch`; `signal=prm_centered`) `<name>_centered`, and the votes added to the episode's
     GRPO outcome advantage (`baseline: grpo`; `signal=prm_grpo`) `<name>_grpo`: arms apart from the paper's
-    stepwise reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`: another arm too."""
+    stepwise reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`, and a trained stop
+    token (`mode.train_stop_token`, which the committed grids leave out) `+stop`: other arms too."""
     sig = cfg["signal"]
     judged = get_signal(sig["name"]).needs_judge
     variants = {"none": "_votes", "batch": "_centered", "grpo": "_grpo"}
     variant = variants.get(sig.get("baseline", "stepwise"), "") if judged else ""
-    kl = float((cfg.get("mode") or {}).get("kl_coef") or 0.0)
-    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "")
+    mode = cfg.get("mode") or {}
+    kl = float(mode.get("kl_coef") or 0.0)
+    stop = "+stop" if mode.get("train_stop_token") else ""
+    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop
 
 
 def collect(inputs: list[Path]) -> list[dict]:

@@ -32,6 +32,20 @@ def test_generation_keeps_tokens_and_logprobs_aligned_with_scoring(policy):
         assert max(abs(a - b) for a, b in zip(scored, g.logprobs)) < 1e-3
 
 
+def test_a_reply_that_stops_keeps_its_stop_token_as_sglang_does_so_the_stop_is_trained(policy):
+    # the trainer learns from the reply's token ids: without the stop token, an empty reply has no token
+    # and no gradient, and a negative advantage elsewhere can only push mass onto stopping
+    msgs = [{"role": "user", "content": "Say hello."}]
+    policy.sampling = type(policy.sampling)(64, 0.0, 1.0, 2048)
+    g, = policy.generate([msgs])
+    assert g.finish_reason == "stop" and g.token_ids[-1] in policy.stop_ids
+    assert not any(t in policy.stop_ids for t in g.token_ids[:-1])
+    assert len(g.logprobs) == len(g.token_ids)
+    assert g.text == policy.tokenizer.decode(g.token_ids[:-1]) and "<|im_end|>" not in g.text
+    scored = policy.score(g.prompt_token_ids, g.token_ids)
+    assert abs(scored[-1] - g.logprobs[-1]) < 1e-3
+
+
 @pytest.mark.slow
 def test_greedy_is_deterministic(policy):
     msgs = [{"role": "user", "content": "Say hello."}]

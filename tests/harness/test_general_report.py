@@ -133,6 +133,16 @@ def test_the_toolcall_kl_experiment_is_the_terminal_arms_update_on_the_toolcall_
     assert general_signal_name(OmegaConf.to_container(named)) == "prm_grpo+kl0.2"
 
 
+def test_the_committed_grids_leave_the_stop_token_out_and_a_run_that_trains_it_is_another_arm():
+    # results/general was trained without the reply's stop token in the loss; `make general` must stay
+    # that arm, and a run with `mode.train_stop_token=true` must not be filed beside it
+    for experiment in ("general_toolcall_kl", "general_terminal_kl", "general_gui", "personalization"):
+        assert compose([f"+experiment={experiment}"]).mode.train_stop_token is False
+    assert compose(["mode=train"]).mode.train_stop_token is True  # a user's own run trains it
+    stop = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true"])
+    assert general_signal_name(OmegaConf.to_container(stop)) == "prm_grpo+kl0.2+stop"
+
+
 def test_the_table_says_how_often_the_judges_minus_one_was_right(tmp_path):
     """Each judged run's negative votes against the step labels: a finished run's from metrics.json, a
     run still going from its checkpoint's (score, label) pairs; outcome reads no judge, no row."""

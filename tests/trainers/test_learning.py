@@ -161,3 +161,45 @@ def test_a_general_agent_learns_the_right_tool_call(signal, served, model_server
     good1, bad1 = (sum(_token_logprobs(model, prompt_ids, ids)) for ids in (good_ids, bad_ids))
     print(f"{signal}: log p(right call) {good0:.2f} -> {good1:.2f}, log p(wrong call) {bad0:.2f} -> {bad1:.2f}")
     assert (good1 - bad1) > (good0 - bad0) + 1.0, f"{signal}: margin {good0 - bad0:.2f} -> {good1 - bad1:.2f}"
+
+
+@pytest.mark.parametrize("signal", ["outcome", "prm_grpo"])
+def test_an_empty_reply_voted_down_becomes_less_likely(signal, served, model_server):
+    """An empty reply is its stop token alone (`mode.train_stop_token`, the default): its negative
+    advantage must lower the chance of stopping at once. Left out of the loss, it has no token at all,
+    and nothing the update does can make it rarer (a tool-call run came to answer 49 of 269 held-out
+    steps with nothing that way)."""
+    from transformers import AutoModelForCausalLM
+
+    policy, path = served, model_server[1]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=UPDATE.lr, weight_decay=0.0)
+    prompt_ids = policy.prompt_ids(MESSAGES)
+    stop = policy.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    good_ids = policy.tokenizer.encode(PREFERRED + "<|im_end|>", add_special_tokens=False)
+    empty0 = _token_logprobs(model, prompt_ids, [stop])[0]
+
+    def trajectories():
+        out = []
+        for reply, ids, liked in ((PREFERRED, good_ids, True), ("", [stop], False)):
+            said = "Thanks, that's what I needed." if liked else "empty reply: answer in plain text"
+            step = Step(0, MESSAGES, reply, NextState("user", said), action_token_ids=ids,
+                        rollout_logprobs=_token_logprobs(model, prompt_ids, ids), prompt_token_ids=prompt_ids,
+                        info={"step_label": {"satisfied": liked}})
+            out.append(Trajectory("goldfish", "nextstate/Chat-v0", [step], outcome=float(liked), success=liked))
+        return out
+
+    assert len(collect_steps(trajectories(), frozenset({stop}))) == 1  # left out: the empty reply is no sample
+    for r in range(ROUNDS):
+        trajs = trajectories()
+        steps = collect_steps(trajs)
+        judge_and_teach(steps, OracleJudge(), lambda sts: [None] * len(sts), SIGNALS[signal], policy, HINT_SUFFIX,
+                        lambda task_id: None, salt=r)
+        samples = build_samples(SIGNALS[signal], steps, trajs)
+        assert any(s.response_ids == [stop] and s.advantages[0] < 0 for s in samples), f"{signal}: no empty sample"
+        ppo_update(model, optimizer, samples, UPDATE, generator=torch.Generator().manual_seed(r))
+
+    empty1 = _token_logprobs(model, prompt_ids, [stop])[0]
+    print(f"{signal}: log p(empty reply) {empty0:.2f} -> {empty1:.2f}")
+    assert empty1 < empty0 - 1.0, f"{signal}: log p(empty reply) {empty0:.2f} -> {empty1:.2f}"

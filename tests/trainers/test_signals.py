@@ -19,6 +19,21 @@ def _traj(task, outcome, n_steps=1, infra=False):
     return Trajectory(task, "env", steps=steps, outcome=outcome, infra_failure=infra)
 
 
+def test_a_replys_stop_token_is_left_out_only_when_asked_and_an_empty_reply_then_has_no_sample():
+    stop = 2  # <|im_end|>
+    trajs = [_traj("A", 1.0), _traj("A", 0.0)]
+    trajs[0].steps[0].action_token_ids, trajs[0].steps[0].rollout_logprobs = [5, 6, stop], [-1.0, -2.0, -0.5]
+    trajs[1].steps[0].action_token_ids, trajs[1].steps[0].rollout_logprobs = [stop], [-3.0]  # an empty reply
+    trained = collect_steps(trajs)
+    assert [(s.response_ids, s.old_logprobs) for s in trained] == [([5, 6, stop], [-1.0, -2.0, -0.5]),
+                                                                    ([stop], [-3.0])]
+    left_out = collect_steps(trajs, frozenset({stop}))
+    assert [(s.response_ids, s.old_logprobs) for s in left_out] == [([5, 6], [-1.0, -2.0])]
+    # a stop id inside a reply (it cannot be sampled there, but a hand-made step may hold one) stays
+    trajs[0].steps[0].action_token_ids = [stop, 6, 7]
+    assert collect_steps(trajs, frozenset({stop}))[0].response_ids == [stop, 6, 7]
+
+
 def test_outcome_is_group_normalized_and_broadcast():
     trajs = [_traj("A", 1.0), _traj("A", 0.0), _traj("B", 1.0), _traj("B", 1.0), _traj("A", 0.0, infra=True)]
     steps = collect_steps(trajs)
