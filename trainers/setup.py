@@ -57,7 +57,7 @@ class TrainConfig(UpdateConfig):
     difficulties: list[str] | None
     tags: list[str] | None
     keep_checkpoint: bool
-    train_stop_token: bool  # the token that ends a reply is in its loss (false: dropped, as SFT never is)
+    train_stop_token: bool  # the token that ends a reply is in its loss (false: left out; SFT always trains it)
     threads: int | None
 
 

@@ -120,10 +120,11 @@ def test_a_client_that_lies_about_its_length_or_never_finishes_its_head_is_cut_o
 @pytest.mark.red_team
 @pytest.mark.timeout(60)
 def test_more_requests_than_the_limit_get_503_with_retry_after_and_health_stays_open(proxy_at):
-    release = threading.Event()
+    release, entered = threading.Event(), threading.Semaphore(0)
 
     class Held(ScriptedPolicy):
         def generate(self, conversations, **kw):
+            entered.release()
             release.wait(20)
             return super().generate(conversations, **kw)
 
@@ -134,12 +135,10 @@ def test_more_requests_than_the_limit_get_503_with_retry_after_and_health_stays_
             for _ in range(LIMITS.max_in_flight)]
     for t in held:
         t.start()
-    deadline = time.monotonic() + 10
-    while requests.get(f"{url}/health", timeout=5).json()["served"] == 0 and time.monotonic() < deadline:
-        r = requests.post(f"{url}/v1/chat/completions", data=Q, headers=headers, timeout=10)
-        if r.status_code == 503:
-            break
-        time.sleep(0.05)
+    # every held request is in the policy before the next one is sent: on a loaded machine the next one
+    # could otherwise arrive first, be admitted and wait with them
+    assert all(entered.acquire(timeout=15) for _ in held)
+    r = requests.post(f"{url}/v1/chat/completions", data=Q, headers=headers, timeout=10)
     assert r.status_code == 503 and r.headers["Retry-After"] == "1" and "retry" in r.json()["error"]["message"]
     assert requests.get(f"{url}/health", timeout=5).status_code == 200  # probes are not counted
     release.set()
