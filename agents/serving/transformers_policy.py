@@ -202,13 +202,11 @@ class TransformersPolicy:
             for i in range(batch):
                 if done[i]:
                     continue
-                if stopped[i]:  # the stop token ends the reply's tokens (not its text): it is trained too
-                    finish[i] = "stop"
-                    tokens[i].append(int(chosen[i]))
-                    logprobs[i].append(float(chosen_lp[i]))
-                    continue
                 tokens[i].append(int(chosen[i]))
                 logprobs[i].append(float(chosen_lp[i]))
+                if stopped[i]:  # the stop token ends the reply's tokens (not its text): it is trained too
+                    finish[i] = "stop"
+                    continue
                 if on_token is not None:
                     on_token(i, tokens[i][-1])
                 if s.stop and self._says_stop(tokens[i], s.stop):
