@@ -14,7 +14,8 @@ TASK = "py-fibonacci"
 
 @pytest.fixture(scope="module")
 def env(env_config, sandbox_config, terminal_image):
-    e = ToolCallEnv(env_config("toolcall", "env.python_timeout_s=5"), sandbox_config, tasks=SUITE,
+    # no attack here waits for the limit; the memory kill (~2 s idle) must come inside it on a loaded machine
+    e = ToolCallEnv(env_config("toolcall", "env.python_timeout_s=20"), sandbox_config, tasks=SUITE,
                     run_id="pytest-toolcall-red-team")
     yield e
     e.close()
@@ -67,6 +68,7 @@ def test_a_process_that_keeps_changing_its_pid_does_not_reach_the_next_episode(e
 
 def test_a_memory_bomb_is_reported_as_out_of_memory_not_as_a_timeout(env):
     """A memory kill (137 well inside the time limit) names memory, so the agent learns the right lesson."""
+    env.reset(options={"task_id": TASK})
     result = run(env, "x = bytearray(8 * 1024**3)")
     assert result["exit_code"] == 137 and "out of memory" in result["error"], result
 
