@@ -197,15 +197,30 @@ def _fmt(stat: Stat | None) -> str:
     return f"{stat.mean:.2f}" + (f" ± {stat.half:.2f}" if stat.half is not None else "") + f" (n={stat.n})"
 
 
+def _baselines(keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """Per (setting, signal, judge): the outcome run it is paired against. An arm's suffix (`+kl0.2`,
+    `+stop`: the update, not the signal) picks outcome of the same arm where one ran, so that the Δ is
+    the signal's alone; otherwise plain outcome."""
+    ran = {(k[0], k[1]) for k in keys if k[2] == "-"}
+    out = {}
+    for setting, signal, judge in keys:
+        arm = signal.partition("+")[2]
+        same_arm = f"{BASELINE_SIGNAL}+{arm}" if arm else BASELINE_SIGNAL
+        out[(setting, signal, judge)] = same_arm if (setting, same_arm) in ran else BASELINE_SIGNAL
+    return out
+
+
 def table(rows: list[dict], at: tuple[int, ...] | None = None, setting: str = "persona") -> str:
     """Markdown: per setting (persona or env), signal and judge, the score before training and at `at` updates
-    (mean ± 95% CI over seeds), and the paired Δ against outcome reward of the same seed. By default
+    (mean ± 95% CI over seeds), and the paired Δ against outcome reward of the same seed (and of the
+    same arm where one ran, named in the cell: `_baselines`). By default
     the paper's columns, 8 and 16 updates, where runs reached them (else the furthest they reached)."""
     reached = {r["updates"] for r in rows}
     at = at or tuple(u for u in (8, 16) if u in reached) or (max(reached),)
     scores = {u: _at(rows, u, setting) for u in (0, *at)}
-    deltas = {u: paired_deltas(scores[u], is_baseline=lambda k: k[1] == BASELINE_SIGNAL and k[2] == "-",
-                               pair_key=lambda k: k[0]) for u in at}
+    baseline_of = _baselines({k for by_key in scores.values() for k in by_key})
+    deltas = {u: paired_deltas(scores[u], is_baseline=lambda k: k[1] == baseline_of.get(k) and k[2] == "-",
+                               pair_key=lambda k: (k[0], baseline_of.get(k))) for u in at}
     cols = [f"score @{u}" for u in at] + [f"Δ vs outcome @{u}" for u in at]
     out = io.StringIO()
     out.write(f"| {setting} | signal | judge | seeds | score @0 | " + " | ".join(cols) + " |\n")
@@ -214,7 +229,9 @@ def table(rows: list[dict], at: tuple[int, ...] | None = None, setting: str = "p
                   key=lambda k: (k[0], k[2] != "-", k[2], signal_rank(k[1]), k[1]))
     for key in keys:
         cells = [_fmt(Stat.of_any(scores[u].get(key, {}).values())) for u in at]
-        cells += [_fmt(Stat.of_any(deltas[u].get(key, []))) for u in at]
+        against = "" if baseline_of.get(key) == BASELINE_SIGNAL else f" vs {baseline_of.get(key)}"
+        cells += [_fmt(Stat.of_any(deltas[u].get(key, []))) + (against if key in deltas[u] else "")
+                  for u in at]
         seeds = len({r["seed"] for r in rows if (r[setting], r["signal"], r["judge"]) == key})
         out.write(f"| {' | '.join(key)} | {seeds} | {_fmt(Stat.of_any(scores[0].get(key, {}).values()))} | "
                   + " | ".join(cells) + " |\n")

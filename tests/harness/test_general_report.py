@@ -11,10 +11,11 @@ from harness.reports.general import collect, general_signal_name, write
 from nextstate.config import compose
 
 
-def _run(root: Path, name: str, env: str, signal: str, seed: int, scores: dict[int, float]) -> Path:
+def _run(root: Path, name: str, env: str, signal: str, seed: int, scores: dict[int, float],
+         mode: dict | None = None) -> Path:
     d = root / name
     (d / ".hydra").mkdir(parents=True)
-    cfg = {"seed": seed, "env": {"name": env, "suite": "templated"}, "mode": {"name": "train"},
+    cfg = {"seed": seed, "env": {"name": env, "suite": "templated"}, "mode": {"name": "train", **(mode or {})},
            "signal": {"name": signal, "opd_topk": 0},
            "judge": {"name": "oracle"}, "hints": {"name": "oracle"}}
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -43,6 +44,24 @@ def test_rows_table_and_paired_delta(tmp_path):
     with pytest.raises(SystemExit, match="in both"):
         collect([tmp_path, tmp_path / "out" / "scores.csv"])
 
+
+
+def test_an_arm_is_paired_with_outcome_of_the_same_arm_where_one_ran(tmp_path):
+    """prm+kl0.2 against outcome+kl0.2 (the same update, the signal alone differing), named in its cell;
+    plain prm still against plain outcome; an arm without its own outcome against plain outcome."""
+    kl = {"kl_coef": 0.2}
+    for seed in (0, 1):
+        _run(tmp_path, f"o{seed}", "toolcall", "outcome", seed, {0: 0.2, 16: 0.30})
+        _run(tmp_path, f"p{seed}", "toolcall", "prm", seed, {0: 0.2, 16: 0.40})
+        _run(tmp_path, f"ok{seed}", "toolcall", "outcome", seed, {0: 0.2, 16: 0.50}, kl)
+        _run(tmp_path, f"pk{seed}", "toolcall", "prm", seed, {0: 0.2, 16: 0.45 + 0.1 * seed}, kl)
+        _run(tmp_path, f"ps{seed}", "toolcall", "prm", seed, {0: 0.2, 16: 0.60}, {"train_stop_token": True})
+    md = write(collect([tmp_path]), tmp_path / "out")
+    rows = {line.split(" | ")[1]: line for line in md.splitlines() if line.startswith("| toolcall |")}
+    assert rows["prm"].endswith("| 0.10 ± 0.00 (n=2) |")
+    assert rows["prm+kl0.2"].endswith("| 0.00 ± 0.64 (n=2) vs outcome+kl0.2 |")  # (-0.05, +0.05)
+    assert rows["prm+stop"].endswith("| 0.30 ± 0.00 (n=2) |")
+    assert rows["outcome+kl0.2"].endswith("| - |")
 
 def test_the_table_says_where_an_updates_seconds_go(tmp_path):
     from harness.reports.general import phase_table
