@@ -219,8 +219,8 @@ def table(rows: list[dict], at: tuple[int, ...] | None = None, setting: str = "p
     at = at or tuple(u for u in (8, 16) if u in reached) or (max(reached),)
     scores = {u: _at(rows, u, setting) for u in (0, *at)}
     baseline_of = _baselines({k for by_key in scores.values() for k in by_key})
-    deltas = {u: paired_deltas(scores[u], is_baseline=lambda k: k[1] == baseline_of.get(k) and k[2] == "-",
-                               pair_key=lambda k: (k[0], baseline_of.get(k))) for u in at}
+    deltas = {u: paired_deltas(scores[u], is_baseline=lambda k: k[1] == baseline_of[k] and k[2] == "-",
+                               pair_key=lambda k: (k[0], baseline_of[k])) for u in at}
     cols = [f"score @{u}" for u in at] + [f"Δ vs outcome @{u}" for u in at]
     out = io.StringIO()
     out.write(f"| {setting} | signal | judge | seeds | score @0 | " + " | ".join(cols) + " |\n")
@@ -229,7 +229,7 @@ def table(rows: list[dict], at: tuple[int, ...] | None = None, setting: str = "p
                   key=lambda k: (k[0], k[2] != "-", k[2], signal_rank(k[1]), k[1]))
     for key in keys:
         cells = [_fmt(Stat.of_any(scores[u].get(key, {}).values())) for u in at]
-        against = "" if baseline_of.get(key) == BASELINE_SIGNAL else f" vs {baseline_of.get(key)}"
+        against = "" if baseline_of[key] == BASELINE_SIGNAL else f" vs {baseline_of[key]}"
         cells += [_fmt(Stat.of_any(deltas[u].get(key, []))) + (against if key in deltas[u] else "")
                   for u in at]
         seeds = len({r["seed"] for r in rows if (r[setting], r["signal"], r["judge"]) == key})

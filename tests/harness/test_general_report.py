@@ -45,7 +45,6 @@ def test_rows_table_and_paired_delta(tmp_path):
         collect([tmp_path, tmp_path / "out" / "scores.csv"])
 
 
-
 def test_an_arm_is_paired_with_outcome_of_the_same_arm_where_one_ran(tmp_path):
     """prm+kl0.2 against outcome+kl0.2 (the same update, the signal alone differing), named in its cell;
     plain prm still against plain outcome; an arm without its own outcome against plain outcome."""
@@ -62,6 +61,7 @@ def test_an_arm_is_paired_with_outcome_of_the_same_arm_where_one_ran(tmp_path):
     assert rows["prm+kl0.2"].endswith("| 0.00 ± 0.64 (n=2) vs outcome+kl0.2 |")  # (-0.05, +0.05)
     assert rows["prm+stop"].endswith("| 0.30 ± 0.00 (n=2) |")
     assert rows["outcome+kl0.2"].endswith("| - |")
+
 
 def test_the_table_says_where_an_updates_seconds_go(tmp_path):
     from harness.reports.general import phase_table
