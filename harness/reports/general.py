@@ -50,13 +50,18 @@ def run_scores(run_dir: Path) -> list[dict]:
             if s is not None]
 
 
+KL_ARM_UPDATE = (8, 4)  # instances x rollouts an update of every committed `+kl` arm
+
+
 def general_signal_name(cfg: dict) -> str:
     """The signal's label; a judged signal whose votes are the advantage (`baseline: none`, no outcome
     term, no standardization; `signal=prm_votes`) is `<name>_votes`, and the votes centred on the update's
     mean (`baseline: batch`; `signal=prm_centered`) `<name>_centered`, and the votes added to the episode's
     GRPO outcome advantage (`baseline: grpo`; `signal=prm_grpo`) `<name>_grpo`: arms apart from the paper's
     stepwise reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`, and a trained stop
-    token (`mode.train_stop_token`, which the committed grids leave out) `+stop`: other arms too."""
+    token (`mode.train_stop_token`, which the committed grids leave out) `+stop`: other arms too. The KL
+    arms update on 8 instances x 4 rollouts (conf/experiment/general_*_kl.yaml); a KL run of another
+    size adds `+<instances>x<rollouts>`, so that it is not filed in their rows."""
     sig = cfg["signal"]
     judged = get_signal(sig["name"]).needs_judge
     variants = {"none": "_votes", "batch": "_centered", "grpo": "_grpo"}
@@ -64,7 +69,9 @@ def general_signal_name(cfg: dict) -> str:
     mode = cfg.get("mode") or {}
     kl = float(mode.get("kl_coef") or 0.0)
     stop = "+stop" if mode.get("train_stop_token") else ""
-    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop
+    size = (mode.get("tasks_per_iter"), mode.get("group_size"))
+    other_size = f"+{size[0]}x{size[1]}" if kl > 0 and None not in size and size != KL_ARM_UPDATE else ""
+    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop + other_size
 
 
 def collect(inputs: list[Path]) -> list[dict]:

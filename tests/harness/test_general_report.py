@@ -162,6 +162,18 @@ def test_the_committed_grids_leave_the_stop_token_out_and_a_run_that_trains_it_i
     assert general_signal_name(OmegaConf.to_container(stop)) == "prm_grpo+kl0.2+stop"
 
 
+def test_a_kl_arm_at_another_update_size_is_filed_as_its_own_arm():
+    # the KL arms are 8 instances x 4 rollouts an update; a run of 12 x 4 must not land in their rows
+    bigger = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
+                      "mode.tasks_per_iter=12"])
+    assert general_signal_name(OmegaConf.to_container(bigger)) == "prm_grpo+kl0.2+stop+12x4"
+    wider = compose(["+experiment=general_terminal_kl", "signal=outcome", "mode.group_size=8"])
+    assert general_signal_name(OmegaConf.to_container(wider)) == "outcome+kl0.2+8x8"
+    # the plain arms keep their names whatever their size (the 2 x 4 grid is filed as `outcome`, `prm`)
+    plain = compose(["+experiment=general_toolcall", "signal=outcome", "mode.tasks_per_iter=4"])
+    assert general_signal_name(OmegaConf.to_container(plain)) == "outcome"
+
+
 def test_the_table_says_how_often_the_judges_minus_one_was_right(tmp_path):
     """Each judged run's negative votes against the step labels: a finished run's from metrics.json, a
     run still going from its checkpoint's (score, label) pairs; outcome reads no judge, no row."""
