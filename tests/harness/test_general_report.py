@@ -7,7 +7,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.reports.general import collect, general_signal_name, write
+from harness.reports.general import KL_ARM_UPDATE, collect, general_signal_name, write
 from nextstate.config import compose
 
 
@@ -164,6 +164,9 @@ def test_the_committed_grids_leave_the_stop_token_out_and_a_run_that_trains_it_i
 
 def test_a_kl_arm_at_another_update_size_is_filed_as_its_own_arm():
     # the KL arms are 8 instances x 4 rollouts an update; a run of 12 x 4 must not land in their rows
+    for experiment in ("general_toolcall_kl", "general_terminal_kl"):
+        mode = compose([f"+experiment={experiment}"]).mode
+        assert (mode.tasks_per_iter, mode.group_size) == KL_ARM_UPDATE  # the report's constant is the conf's
     bigger = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
                       "mode.tasks_per_iter=12"])
     assert general_signal_name(OmegaConf.to_container(bigger)) == "prm_grpo+kl0.2+stop+12x4"
