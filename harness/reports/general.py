@@ -6,11 +6,14 @@ suite, signal, judge, seed, updates, score): the share of the env's held-out ins
 greedy policy after that many updates. From those rows alone come `table.md` (per env, signal and
 judge: the score at 0, 8 and 16 updates, mean ± 95% CI over seeds, and the Δ paired by seed against
 outcome reward; the paper's claim, outcome + process reward beats outcome alone, is the `prm` row's
-Δ) and `curves.png` (one panel per env).
+Δ) and `curves.png` (one panel per env). Beside them, `updates.csv` (each update's seconds by phase)
+and `judges.csv` (each judged run's -1 against the step labels) keep what the run dirs said, so a report
+rebuilt from its scores.csv on another machine, where those dirs never were, keeps its tables.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 from pathlib import Path
@@ -76,7 +79,11 @@ def general_signal_name(cfg: dict) -> str:
 
 def collect(inputs: list[Path]) -> list[dict]:
     """Rows from run or sweep dirs and earlier scores.csv files; one evaluation seen twice is an error."""
-    rows = [r for path in inputs for r in read_scores(path, run_scores, _SCORE_COLUMNS, "general scores.csv")]
+    rows = []
+    for path in inputs:
+        got = read_scores(path, run_scores, _SCORE_COLUMNS, "general scores.csv")
+        # a row from an earlier report remembers it: its run's seconds and judge rows lie beside it
+        rows += [{**r, "report_dir": str(path.parent)} for r in got] if path.is_file() else got
     return unique_scores(rows, ("env", "suite"))
 
 
@@ -90,17 +97,58 @@ def _with_reference(entry: dict) -> dict:
     return {**entry, "reference_s": max(0.0, rest)}
 
 
+UPDATE_COLUMNS = ("env", "signal", "judge", "seed", "run_dir", "iteration", "samples", *PHASES, "eval_s")
+JUDGE_COLUMNS = ("env", "signal", "judge", "seed", "run_dir", "labelled_steps", "neg_precision", "neg_recall")
+
+
+def _runs(rows: list[dict]) -> list[tuple]:
+    return sorted({(r["env"], r["signal"], r["judge"], r["seed"], r["run_dir"]) for r in rows if r.get("run_dir")})
+
+
+def _earlier(rows: list[dict], name: str) -> dict[str, list[dict]]:
+    """The rows of `name` (updates.csv, judges.csv) beside each earlier scores.csv the rows came from,
+    by run dir."""
+    found: dict[str, list[dict]] = {}
+    for report in sorted({r["report_dir"] for r in rows if r.get("report_dir")}):
+        f = Path(report) / name
+        if f.is_file():
+            with open(f, newline="") as fh:
+                for r in csv.DictReader(fh):
+                    found.setdefault(r["run_dir"], []).append(r)
+    return found
+
+
+def _number(value) -> float | None:
+    return None if value in (None, "") else float(value)
+
+
+def update_rows(rows: list[dict]) -> list[dict]:
+    """One row per update of each run the score rows came from: its samples and seconds by phase, and
+    the held-out evaluation's seconds where it made one. From the run's train_log.jsonl where the run
+    dir is there, else from the updates.csv of the report its scores were read from."""
+    earlier = _earlier(rows, "updates.csv")
+    out = []
+    for env, signal, judge, seed, run_dir in _runs(rows):
+        base = {"env": env, "signal": signal, "judge": judge, "seed": seed, "run_dir": run_dir}
+        log = Path(run_dir) / "train_log.jsonl"
+        if log.is_file():
+            entries = [_with_reference(json.loads(x)) for x in log.read_text().splitlines() if x.strip()]
+            out += [{**base, "iteration": e.get("iteration", i), "eval_s": e.get("eval_s"),
+                     **{k: e.get(k) or 0.0 for k in ("samples", *PHASES)}} for i, e in enumerate(entries)]
+        else:
+            out += [{**base, "iteration": int(r["iteration"]),
+                     **{k: _number(r.get(k)) for k in ("samples", *PHASES, "eval_s")}}
+                    for r in earlier.get(run_dir, [])]
+    return out
+
+
 def phase_table(rows: list[dict]) -> str:
     """Markdown: per env, signal and judge (a model judge's seconds are its own), the median seconds of
-    each phase of an update over every update of the runs the rows came from (their train_log.jsonl,
-    where the run dir is still there), and the median held-out evaluation. What a user's wall clock
-    goes to, measured by the grid itself."""
+    each phase of an update over every update of the runs the rows came from (update_rows), and the
+    median held-out evaluation. What a user's wall clock goes to, measured by the grid itself."""
     logs: dict[tuple[str, str, str], list[dict]] = {}
-    for run in sorted({(r["env"], r["signal"], r["judge"], r["run_dir"]) for r in rows}):
-        log = Path(run[3]) / "train_log.jsonl"
-        if log.is_file():
-            logs.setdefault(run[:3], []).extend(_with_reference(json.loads(x))
-                                                for x in log.read_text().splitlines() if x.strip())
+    for u in update_rows(rows):
+        logs.setdefault((u["env"], u["signal"], u["judge"]), []).append(u)
     if not logs:
         return ""
     out = ["| env | signal | judge | updates | samples | " + " | ".join(p[:-2] for p in PHASES)
@@ -114,27 +162,42 @@ def phase_table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-def judge_table(rows: list[dict]) -> str:
-    """Markdown: for each run that read a judge, how its -1 compared with the env's step labels over the
-    steps it trained on: the share of -1s on a wrong step (precision) and of wrong steps given a -1
-    (recall). From metrics.json once the run is done, from its checkpoint's (score, label) pairs while
-    it runs; the oracle reads 1.00 and 1.00 by construction, a model judge says what its feedback is worth."""
+def judge_rows(rows: list[dict]) -> list[dict]:
+    """For each run that read a judge, how its -1 compared with the env's step labels over the steps it
+    trained on: the share of -1s on a wrong step (precision) and of wrong steps given a -1 (recall). From
+    metrics.json once the run is done, from its checkpoint's (score, label) pairs while it runs, and from
+    the judges.csv of the report its scores were read from where the run dir is gone."""
+    earlier = _earlier(rows, "judges.csv")
     out = []
-    for env, signal, judge, seed, run_dir in sorted({(r["env"], r["signal"], r["judge"], r["seed"], r["run_dir"])
-                                                    for r in rows if r["judge"] != "-" and r.get("run_dir")}):
+    for env, signal, judge, seed, run_dir in _runs(rows):
+        if judge == "-":
+            continue
+        base = {"env": env, "signal": signal, "judge": judge, "seed": seed, "run_dir": run_dir}
         metrics, state = Path(run_dir) / "metrics.json", Path(run_dir) / "checkpoint" / "state.json"
         if metrics.is_file():
             m = json.loads(metrics.read_text())
-            acc = {"precision": m.get("judge_neg_precision"), "recall": m.get("judge_neg_recall"),
-                   "n": m.get("judge_labeled_steps")}
+            acc = {"labelled_steps": m.get("judge_labeled_steps"), "neg_precision": m.get("judge_neg_precision"),
+                   "neg_recall": m.get("judge_neg_recall")}
         elif state.is_file():
-            acc = judge_accuracy(json.loads(state.read_text()).get("judge_pairs", []))
+            a = judge_accuracy(json.loads(state.read_text()).get("judge_pairs", []))
+            acc = {"labelled_steps": a["n"], "neg_precision": a["precision"], "neg_recall": a["recall"]}
+        elif run_dir in earlier:
+            r = earlier[run_dir][0]
+            acc = {"labelled_steps": int(r["labelled_steps"]), "neg_precision": _number(r["neg_precision"]),
+                   "neg_recall": _number(r["neg_recall"])}
         else:
             continue
-        if acc["n"]:
-            share = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-            out.append(f"| {env} | {signal} | {judge} | {seed} | {acc['n']} | {share(acc['precision'])} | "
-                       f"{share(acc['recall'])} |")
+        if acc["labelled_steps"]:
+            out.append({**base, **acc})
+    return out
+
+
+def judge_table(rows: list[dict]) -> str:
+    """Markdown of judge_rows: the oracle reads 1.00 and 1.00 by construction, a model judge says what
+    its feedback is worth."""
+    share = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+    out = [f"| {j['env']} | {j['signal']} | {j['judge']} | {j['seed']} | {j['labelled_steps']} | "
+           f"{share(j['neg_precision'])} | {share(j['neg_recall'])} |" for j in judge_rows(rows)]
     if not out:
         return ""
     return "\n".join(["| env | signal | judge | seed | labelled steps | -1 precision | -1 recall |",
@@ -165,6 +228,8 @@ def infra_failures(rows: list[dict]) -> list[str]:
 def write(rows: list[dict], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "scores.csv", _csv(rows, COLUMNS, COLUMNS[:6]))
+    write_text_atomic(out / "updates.csv", _csv(update_rows(rows), UPDATE_COLUMNS, ("run_dir", "iteration")))
+    write_text_atomic(out / "judges.csv", _csv(judge_rows(rows), JUDGE_COLUMNS, ("run_dir",)))
     md = table(rows, setting="env")
     phases = phase_table(rows)
     if phases:
@@ -192,5 +257,5 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         raise SystemExit(f"error: no general-agent training runs with an evaluation in {[str(p) for p in args.inputs]}")
     print(write(rows, args.out))
-    print(f"[general] {len(rows)} scores -> {args.out}/scores.csv, table.md, curves.png")
+    print(f"[general] {len(rows)} scores -> {args.out}/scores.csv, table.md, curves.png, updates.csv, judges.csv")
     return 0

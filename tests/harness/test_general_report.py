@@ -200,3 +200,33 @@ def test_the_table_says_how_often_the_judges_minus_one_was_right(tmp_path):
     assert "| terminal | prm | model (sft) | 0 | 40 | 0.75 | 0.60 |" in judged
     assert "| terminal | prm | oracle | 1 | 4 | 0.50 | 0.50 |" in judged
     assert not [line for line in md.splitlines() if line.startswith("| terminal | outcome | - | 0 |")]
+
+
+def test_a_report_rebuilt_from_its_scores_csv_keeps_its_seconds_and_judge_rows(tmp_path):
+    """Run dirs do not outlive the machine they ran on; a report rebuilt from an earlier scores.csv (plus
+    new runs) keeps the earlier runs' seconds by phase and judge accuracy, read from the files written
+    beside that scores.csv."""
+    runs = tmp_path / "runs"
+    run = _run(runs, "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.6})
+    log = [{"iteration": i, "samples": 19, "rollout_s": r, "update_s": 30.0, "publish_s": 1.0, "judge_s": 2.0,
+            "signal_s": 5.0, **({"eval_s": 200.0} if i == 1 else {})} for i, r in enumerate([20.0, 24.0, 100.0])]
+    (run / "train_log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in log))
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics.update(judge_neg_precision=0.75, judge_neg_recall=0.6, judge_labeled_steps=40)
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    first = write(collect([runs]), tmp_path / "first")
+    phases = "| toolcall | prm | oracle | 3 | 19 | 24.0 | 2.0 | 0.0 | 0.0 | 3.0 | 30.0 | 1.0 | 60.0 | 200 |"
+    judged = "| toolcall | prm | oracle | 0 | 40 | 0.75 | 0.60 |"
+    assert phases in first and judged in first
+
+    import shutil
+    shutil.rmtree(runs)
+    later = _run(tmp_path / "more", "1", "toolcall", "prm", 1, {0: 0.5, 4: 0.7})
+    (later / "train_log.jsonl").write_text(json.dumps({"iteration": 0, "samples": 21, "rollout_s": 30.0,
+                                                       "update_s": 40.0, "publish_s": 1.0}) + "\n")
+    again = write(collect([tmp_path / "first" / "scores.csv", tmp_path / "more"]), tmp_path / "again")
+    # the medians now run over the first run's three updates and the new run's one
+    assert "| toolcall | prm | oracle | 4 | 19 | 27.0 | 2.0 | 0.0 | 0.0 | 3.0 | 30.0 | 1.0 | 63.0 | 200 |" in again
+    assert judged in again
+    rebuilt = write(collect([tmp_path / "first" / "scores.csv"]), tmp_path / "rebuilt")
+    assert rebuilt == first
