@@ -78,13 +78,15 @@ def general_signal_name(cfg: dict) -> str:
 
 
 def collect(inputs: list[Path]) -> list[dict]:
-    """Rows from run or sweep dirs and earlier scores.csv files; one evaluation seen twice is an error."""
-    rows = []
+    """Rows from run or sweep dirs and earlier scores.csv files. A run dir read here replaces its rows in
+    an earlier report (it may have gone further since); any other evaluation seen twice is an error."""
+    fresh, earlier = [], []
     for path in inputs:
         got = read_scores(path, run_scores, _SCORE_COLUMNS, "general scores.csv")
         # a row from an earlier report remembers it: its run's seconds and judge rows lie beside it
-        rows += [{**r, "report_dir": str(path.parent)} for r in got] if path.is_file() else got
-    return unique_scores(rows, ("env", "suite"))
+        (earlier.extend({**r, "report_dir": str(path.parent)} for r in got) if path.is_file() else fresh.extend(got))
+    read_again = {r["run_dir"] for r in fresh}
+    return unique_scores(fresh + [r for r in earlier if r.get("run_dir") not in read_again], ("env", "suite"))
 
 
 PHASES = ("rollout_s", "judge_s", "hints_s", "teacher_s", "reference_s", "update_s", "publish_s")

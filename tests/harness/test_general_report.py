@@ -41,8 +41,9 @@ def test_rows_table_and_paired_delta(tmp_path):
     again = collect([tmp_path / "out" / "scores.csv"])
     assert sorted((r["signal"], r["seed"], r["updates"], r["score"]) for r in again) == sorted(
         (r["signal"], r["seed"], r["updates"], r["score"]) for r in rows)
-    with pytest.raises(SystemExit, match="in both"):
-        collect([tmp_path, tmp_path / "out" / "scores.csv"])
+    both = collect([tmp_path, tmp_path / "out" / "scores.csv"])  # the dirs read again replace their rows
+    assert sorted((r["signal"], r["seed"], r["updates"]) for r in both) == sorted(
+        (r["signal"], r["seed"], r["updates"]) for r in rows)
 
 
 def test_an_arm_is_paired_with_outcome_of_the_same_arm_where_one_ran(tmp_path):
@@ -230,3 +231,19 @@ def test_a_report_rebuilt_from_its_scores_csv_keeps_its_seconds_and_judge_rows(t
     assert judged in again
     rebuilt = write(collect([tmp_path / "first" / "scores.csv"]), tmp_path / "rebuilt")
     assert rebuilt == first
+
+
+def test_a_run_read_again_replaces_its_rows_from_an_earlier_report(tmp_path):
+    """A report committed while a run was going, rebuilt with that run's dir once it has gone further:
+    the dir's evaluations replace the report's rows of the same run instead of counting twice; another
+    run's evaluation seen twice is still an error."""
+    runs = tmp_path / "runs"
+    run = _run(runs, "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.6})
+    write(collect([runs]), tmp_path / "first")
+    (run / "metrics.json").write_text(json.dumps({"iterations": 8, "success_before": 0.5, "success_after": 0.7,
+                                                  "train_log": [{"iteration": 3, "eval_success": 0.6}]}))
+    rows = collect([tmp_path / "first" / "scores.csv", runs])
+    assert sorted((r["updates"], r["score"]) for r in rows) == [(0, 0.5), (4, 0.6), (8, 0.7)]
+    _run(tmp_path / "other", "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.6})
+    with pytest.raises(SystemExit, match="is in both"):
+        collect([tmp_path / "first" / "scores.csv", tmp_path / "other"])
