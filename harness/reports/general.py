@@ -83,8 +83,10 @@ def collect(inputs: list[Path]) -> list[dict]:
     fresh, earlier = [], []
     for path in inputs:
         got = read_scores(path, run_scores, _SCORE_COLUMNS, "general scores.csv")
-        # a row from an earlier report remembers it: its run's seconds and judge rows lie beside it
-        (earlier.extend({**r, "report_dir": str(path.parent)} for r in got) if path.is_file() else fresh.extend(got))
+        if path.is_file():  # a row from an earlier report remembers it: its seconds and judge rows lie beside it
+            earlier += [{**r, "report_dir": str(path.parent)} for r in got]
+        else:
+            fresh += got
     read_again = {r["run_dir"] for r in fresh}
     return unique_scores(fresh + [r for r in earlier if r.get("run_dir") not in read_again], ("env", "suite"))
 
