@@ -54,6 +54,7 @@ def run_scores(run_dir: Path) -> list[dict]:
 
 
 KL_ARM_UPDATE = (8, 4)  # instances x rollouts an update of every committed `+kl` arm
+KL_ARM_LR = 2.0e-5      # and their learning rate (cosine to a tenth over the run)
 
 
 def general_signal_name(cfg: dict) -> str:
@@ -64,7 +65,8 @@ def general_signal_name(cfg: dict) -> str:
     stepwise reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`, and a trained stop
     token (`mode.train_stop_token`, which the committed grids leave out) `+stop`: other arms too. The KL
     arms update on 8 instances x 4 rollouts (conf/experiment/general_*_kl.yaml); a KL run of another
-    size adds `+<instances>x<rollouts>`, so that it is not filed in their rows."""
+    size adds `+<instances>x<rollouts>`, and one at another learning rate `+lr<lr>`, so that it is not filed
+    in their rows."""
     sig = cfg["signal"]
     judged = get_signal(sig["name"]).needs_judge
     variants = {"none": "_votes", "batch": "_centered", "grpo": "_grpo"}
@@ -74,7 +76,9 @@ def general_signal_name(cfg: dict) -> str:
     stop = "+stop" if mode.get("train_stop_token") else ""
     size = (mode.get("tasks_per_iter"), mode.get("group_size"))
     other_size = f"+{size[0]}x{size[1]}" if kl > 0 and None not in size and size != KL_ARM_UPDATE else ""
-    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop + other_size
+    lr = mode.get("lr")
+    other_lr = f"+lr{float(lr):g}" if kl > 0 and lr is not None and float(lr) != KL_ARM_LR else ""
+    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop + other_size + other_lr
 
 
 def collect(inputs: list[Path]) -> list[dict]:

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.reports.general import KL_ARM_UPDATE, collect, general_signal_name, write
+from harness.reports.general import KL_ARM_LR, KL_ARM_UPDATE, collect, general_signal_name, write
 from nextstate.config import compose
 
 
@@ -175,6 +175,19 @@ def test_a_kl_arm_at_another_update_size_is_filed_as_its_own_arm():
     assert general_signal_name(OmegaConf.to_container(wider)) == "outcome+kl0.2+8x8"
     # the plain arms keep their names whatever their size (the 2 x 4 grid is filed as `outcome`, `prm`)
     plain = compose(["+experiment=general_toolcall", "signal=outcome", "mode.tasks_per_iter=4"])
+    assert general_signal_name(OmegaConf.to_container(plain)) == "outcome"
+
+
+def test_a_kl_arm_at_another_learning_rate_is_filed_as_its_own_arm():
+    # the KL arms update at lr 2e-5 (cosine); a run at another rate must not land in their rows
+    for experiment in ("general_toolcall_kl", "general_terminal_kl"):
+        assert compose([f"+experiment={experiment}"]).mode.lr == KL_ARM_LR  # the report's constant is the conf's
+    faster = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
+                      "mode.lr=4e-5"])
+    assert general_signal_name(OmegaConf.to_container(faster)) == "prm_grpo+kl0.2+stop+lr4e-05"
+    both = compose(["+experiment=general_toolcall_kl", "signal=outcome", "mode.lr=1e-5", "mode.tasks_per_iter=12"])
+    assert general_signal_name(OmegaConf.to_container(both)) == "outcome+kl0.2+12x4+lr1e-05"
+    plain = compose(["+experiment=general_toolcall", "signal=outcome", "mode.lr=4e-5"])
     assert general_signal_name(OmegaConf.to_container(plain)) == "outcome"
 
 
