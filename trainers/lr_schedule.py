@@ -1,6 +1,9 @@
 """The learning rate of each update. A constant rate is the default; a decaying one is for short runs
 whose policy peaks early and drifts after (in the personal-agent experiment, both seeds peaked at 12 of 16
-updates and fell back), so that the last updates refine rather than wander."""
+updates and fell back), so that the last updates refine rather than wander. A warmup scales the first
+optimizer steps of a run down: Adam's first step moves every weight by the full rate whatever its
+gradient (the update is m / sqrt(v), one gradient over its own size), and on the tool-call suite one such
+step at 4e-5 moved held-out reply tokens by up to 6.5 nats and took the next update's k3 KL to 700."""
 from __future__ import annotations
 
 import math
@@ -18,3 +21,11 @@ def lr_at(lr: float, schedule: str, iteration: int, iterations: int, min_ratio: 
     t = min(max(iteration, 0), iterations - 1) / (iterations - 1)
     frac = 1.0 - t if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * t))
     return lr * (min_ratio + (1.0 - min_ratio) * frac)
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """The share of the rate at the run's optimizer step `step` (0-based, counted over all updates):
+    (step + 1) / warmup_steps over the first `warmup_steps` steps, then 1; 1 throughout without warmup."""
+    if warmup_steps <= 0:
+        return 1.0
+    return min(1.0, (max(step, 0) + 1) / warmup_steps)

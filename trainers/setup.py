@@ -69,7 +69,7 @@ def check_training_ranges(tc: TrainConfig, judge: JudgeConfig | OracleJudgeConfi
     check_ranges("mode", tc, at_least={"iterations": 0, "tasks_per_iter": 1, "group_size": 1, "eval_limit": 1,
                                        "eval_every": 0, "epochs": 1, "minibatch_size": 1, "lora_r": 1,
                                        "weight_decay": 0, "eps_low": 0, "eps_high": 0, "kl_coef": 0,
-                                       "max_steps_start": 1, "threads": 1},
+                                       "max_steps_start": 1, "threads": 1, "lr_warmup_steps": 0},
                  above={"rollout_temperature": 0, "lr": 0, "grad_clip": 0})
     if tc.lr_schedule not in SCHEDULES:
         raise SystemExit(f"mode.lr_schedule={tc.lr_schedule}: must be one of {', '.join(SCHEDULES)}")

@@ -8,6 +8,7 @@ import torch
 
 from nextstate.types import Sample
 from trainers.losses import k3_kl, ppo_clipped_loss, topk_reverse_kl
+from trainers.lr_schedule import warmup_factor
 
 
 @dataclass
@@ -24,8 +25,19 @@ class UpdateConfig:
     _: KW_ONLY
     lr_schedule: str = "constant"  # constant | linear | cosine (trainers/lr_schedule.py)
     lr_min_ratio: float = 0.1      # a decaying rate ends at lr * lr_min_ratio
+    lr_warmup_steps: int = 0       # the run's first optimizer steps rise linearly to the rate (0: none)
     term_grad_norms: bool = False  # log each loss term's gradient norm (one extra backward per term)
     micro_batch_tokens: int = 0    # > 0: a minibatch's forward/backward in parts of at most this many tokens
+
+
+def optimizer_steps(optimizer) -> int:
+    """How many steps the optimizer has taken (Adam's own count, saved with its checkpoint); 0 when new."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            state = optimizer.state.get(p)
+            if state and "step" in state:
+                return int(state["step"])
+    return 0
 
 
 def _pad(rows: list[list[float]], width: int, value: float = 0.0) -> torch.Tensor:
@@ -176,15 +188,15 @@ def _losses(model, mb: list[Sample], cfg: UpdateConfig, device) -> tuple[dict[st
 def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
                generator: torch.Generator | None = None, lr: float | None = None) -> dict:
     """`epochs` passes over the samples in shuffled minibatches; one optimizer step per minibatch, at
-    rate `lr` (the schedule's rate of this update; default `cfg.lr`)."""
+    rate `lr` (the schedule's rate of this update; default `cfg.lr`), scaled down over the run's first
+    `cfg.lr_warmup_steps` optimizer steps (counted by the optimizer's state, so a resumed run goes on)."""
     if not samples:
         return {"loss": 0.0, "updates": 0}
-    for group in optimizer.param_groups:
-        group["lr"] = cfg.lr if lr is None else lr
+    rate = cfg.lr if lr is None else lr
     model.train()
     device = next(model.parameters()).device
     stats = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "opd_topk_kl": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0,
-             "grad_norm": 0.0, "updates": 0}
+             "grad_norm": 0.0, "lr": 0.0, "updates": 0}
     # Mean loss of each pass over the same samples: with more than one epoch, the last epoch's loss
     # minus the first one's is what the earlier steps did to the objective on this very batch (the
     # regression check's "the update lowers its loss"; one epoch of a single minibatch starts at ratio 1).
@@ -219,7 +231,11 @@ def ppo_update(model, optimizer, samples: list[Sample], cfg: UpdateConfig,
                 mb_stats["clip_fraction"] += tw * float(pg["clip_fraction"])
                 mb_stats["approx_kl"] += tw * float(pg["approx_kl"])
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            step_lr = rate * warmup_factor(optimizer_steps(optimizer), cfg.lr_warmup_steps)
+            for group in optimizer.param_groups:
+                group["lr"] = step_lr
             optimizer.step()
+            stats["lr"] += step_lr
             for k, v in mb_stats.items():
                 stats[k] += v
             stats["grad_norm"] += float(grad_norm)

@@ -65,8 +65,8 @@ def general_signal_name(cfg: dict) -> str:
     stepwise reward. A k3 penalty to the start (`mode.kl_coef` > 0) adds `+kl<coef>`, and a trained stop
     token (`mode.train_stop_token`, which the committed grids leave out) `+stop`: other arms too. The KL
     arms update on 8 instances x 4 rollouts (conf/experiment/general_*_kl.yaml); a KL run of another
-    size adds `+<instances>x<rollouts>`, and one at another learning rate `+lr<lr>`, so that it is not filed
-    in their rows."""
+    size adds `+<instances>x<rollouts>`, one at another learning rate `+lr<lr>`, and one whose first
+    optimizer steps warm up `+warmup<steps>`, so that it is not filed in their rows."""
     sig = cfg["signal"]
     judged = get_signal(sig["name"]).needs_judge
     variants = {"none": "_votes", "batch": "_centered", "grpo": "_grpo"}
@@ -78,7 +78,9 @@ def general_signal_name(cfg: dict) -> str:
     other_size = f"+{size[0]}x{size[1]}" if kl > 0 and None not in size and size != KL_ARM_UPDATE else ""
     lr = mode.get("lr")
     other_lr = f"+lr{float(lr):g}" if kl > 0 and lr is not None and float(lr) != KL_ARM_LR else ""
-    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop + other_size + other_lr
+    warmup = int(mode.get("lr_warmup_steps") or 0)
+    warm = f"+warmup{warmup}" if kl > 0 and warmup > 0 else ""
+    return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop + other_size + other_lr + warm
 
 
 def collect(inputs: list[Path]) -> list[dict]:

@@ -178,8 +178,8 @@ def test_a_kl_arm_at_another_update_size_is_filed_as_its_own_arm():
     assert general_signal_name(OmegaConf.to_container(plain)) == "outcome"
 
 
-def test_a_kl_arm_at_another_learning_rate_is_filed_as_its_own_arm():
-    # the KL arms update at lr 2e-5 (cosine); a run at another rate must not land in their rows
+def test_a_kl_arm_at_another_learning_rate_or_with_a_warmup_is_filed_as_its_own_arm():
+    # the KL arms update at lr 2e-5 (cosine, no warmup); a run at another rate must not land in their rows
     for experiment in ("general_toolcall_kl", "general_terminal_kl"):
         assert compose([f"+experiment={experiment}"]).mode.lr == KL_ARM_LR  # the report's constant is the conf's
     faster = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
@@ -187,7 +187,10 @@ def test_a_kl_arm_at_another_learning_rate_is_filed_as_its_own_arm():
     assert general_signal_name(OmegaConf.to_container(faster)) == "prm_grpo+kl0.2+stop+lr4e-05"
     both = compose(["+experiment=general_toolcall_kl", "signal=outcome", "mode.lr=1e-5", "mode.tasks_per_iter=12"])
     assert general_signal_name(OmegaConf.to_container(both)) == "outcome+kl0.2+12x4+lr1e-05"
-    plain = compose(["+experiment=general_toolcall", "signal=outcome", "mode.lr=4e-5"])
+    warm = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
+                    "mode.lr_warmup_steps=10"])
+    assert general_signal_name(OmegaConf.to_container(warm)) == "prm_grpo+kl0.2+stop+warmup10"
+    plain = compose(["+experiment=general_toolcall", "signal=outcome", "mode.lr=4e-5", "mode.lr_warmup_steps=10"])
     assert general_signal_name(OmegaConf.to_container(plain)) == "outcome"
 
 

@@ -55,6 +55,7 @@ def test_unknown_agent_is_a_clear_error(tmp_path, harness_run):
     (["mode=async", "mode.batch_samples=0"], "mode.batch_samples=0: must be at least 1"),
     (["mode=train", "mode.lr_schedule=exponential"], "mode.lr_schedule=exponential: must be one of constant"),
     (["mode=train", "mode.lr_min_ratio=2"], "mode.lr_min_ratio=2.0: must be between 0 and 1"),
+    (["mode=train", "mode.lr_warmup_steps=-1"], "mode.lr_warmup_steps=-1: must be at least 0"),
     (["mode=sft", "mode.eval_limit=-1"], "mode.eval_limit=-1: must be at least 1"),
     # ignored before: training evaluated every test task, and sampled rollouts at top_p 1.0
     (["mode=train", "limit=2"], "limit=2 selects the tasks of mode=eval; use mode.eval_limit=2"),

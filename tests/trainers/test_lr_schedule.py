@@ -1,12 +1,13 @@
-"""The learning-rate schedule against hand-computed rates, and the per-term gradient norms against
-gradients taken one term at a time."""
+"""The learning-rate schedule and its warmup against hand-computed rates, and the per-term gradient norms
+against gradients taken one term at a time."""
 import math
 
 import pytest
 import torch
 
-from trainers.lr_schedule import lr_at
-from trainers.update import backward_by_term
+from nextstate.types import Sample
+from trainers.lr_schedule import lr_at, warmup_factor
+from trainers.update import UpdateConfig, backward_by_term, optimizer_steps, ppo_update
 
 
 def test_constant_rate_is_the_same_at_every_update():
@@ -32,6 +33,39 @@ def test_a_run_past_its_planned_iterations_stays_at_the_floor():
 def test_an_unknown_schedule_is_refused_by_name():
     with pytest.raises(ValueError, match="mode.lr_schedule must be one of constant, linear, cosine"):
         lr_at(1.0, "exponential", 0, 4, 0.1)
+
+
+def test_warmup_rises_linearly_over_its_steps_then_stays_at_the_rate():
+    # 4 warmup steps: 1/4, 2/4, 3/4, 4/4 of the rate, then the rate
+    assert [warmup_factor(k, 4) for k in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert [warmup_factor(k, 0) for k in (0, 9)] == [1.0, 1.0]  # no warmup
+
+
+def _tiny_lm():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=2))
+
+
+def test_an_update_takes_its_warmup_rate_step_by_step_and_a_new_optimizer_on_the_same_state_goes_on():
+    model = _tiny_lm()
+    opt = torch.optim.AdamW(model.parameters(), lr=1.0)
+    samples = [Sample([1, 2, 3], [4, 5], [-3.0, -3.0], [1.0, 1.0]), Sample([1, 6], [7], [-3.0], [-1.0])]
+    cfg = UpdateConfig(2.0, 0.0, 1.0, 1, 1, 0.2, 0.28, 0.0, 1.0, lr_warmup_steps=3)  # 2 steps an update
+    first = ppo_update(model, opt, samples, cfg, generator=torch.Generator().manual_seed(0))
+    assert first["updates"] == 2 and first["lr"] == pytest.approx(2.0 * (1 / 3 + 2 / 3) / 2)
+    # the step count is the optimizer's (saved with its checkpoint): a resumed run's optimizer goes on
+    resumed = torch.optim.AdamW(model.parameters(), lr=1.0)
+    resumed.load_state_dict(opt.state_dict())
+    assert optimizer_steps(resumed) == 2
+    second = ppo_update(model, resumed, samples, cfg, generator=torch.Generator().manual_seed(1), lr=1.0)
+    assert second["lr"] == pytest.approx((1.0 + 1.0) / 2)  # step 3 of 3, then past the warmup
+    other = _tiny_lm()
+    plain = ppo_update(other, torch.optim.AdamW(other.parameters()), samples,
+                       UpdateConfig(2.0, 0.0, 1.0, 1, 1, 0.2, 0.28, 0.0, 1.0))
+    assert plain["lr"] == 2.0
 
 
 def test_term_gradients_add_up_and_each_norm_is_its_own():
