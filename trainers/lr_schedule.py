@@ -2,8 +2,9 @@
 whose policy peaks early and drifts after (in the personal-agent experiment, both seeds peaked at 12 of 16
 updates and fell back), so that the last updates refine rather than wander. A warmup scales the first
 optimizer steps of a run down: Adam's first step moves every weight by the full rate whatever its
-gradient (the update is m / sqrt(v), one gradient over its own size), and on the tool-call suite one such
-step at 4e-5 moved held-out reply tokens by up to 6.5 nats and took the next update's k3 KL to 700."""
+gradient (the update is m / sqrt(v), one gradient over its own size). On the tool-call suite a first
+update at 2e-5 without warmup moves held-out reply tokens 17 times as far in k3 KL as one that warms up
+over 10 steps (benchmarks/adam_first_step.py)."""
 from __future__ import annotations
 
 import math
