@@ -102,18 +102,20 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 # results/general/<env>_kl/{scores.csv,table.md,curves.png}. GEN_KL_STOP=true trains each reply's stop token
 # too (mode.train_stop_token, which the committed grids leave out): its own sweep and report, <env>_kl_stop/.
 # GEN_KL_TASKS=12 updates on 12 instances (x 4 rollouts) instead of 8: its own arm (`+12x4`) and dir.
+# GEN_KL_WARMUP=10 warms the rate up over the first 10 optimizer steps: its own arm (`+warmup10`) and dir.
 GEN_KL_ENV ?= terminal
 GEN_KL_SEEDS ?= 0,1,2
 GEN_KL_SIGNALS ?= prm_grpo,prm_votes,outcome
 GEN_KL_STOP ?= false
 GEN_KL_TASKS ?= 8
-GEN_KL_DIR = $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl$(if $(filter true,$(GEN_KL_STOP)),_stop)$(if $(filter-out 8,$(GEN_KL_TASKS)),_$(GEN_KL_TASKS)x4)
+GEN_KL_WARMUP ?= 0
+GEN_KL_DIR = $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl$(if $(filter true,$(GEN_KL_STOP)),_stop)$(if $(filter-out 8,$(GEN_KL_TASKS)),_$(GEN_KL_TASKS)x4)$(if $(filter-out 0,$(GEN_KL_WARMUP)),_warmup)
 general-kl: setup  ## the 8x4 arm with a KL term to the SFT start (GEN_KL_ENV=terminal|toolcall), resumable
 	test -f $(GEN_RESULTS)/general/$(GEN_KL_ENV)/sft/metrics.json || \
 	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_$(GEN_KL_ENV)
 	NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_$(GEN_KL_ENV)_kl seed=$(GEN_KL_SEEDS) \
 	  signal=$(GEN_KL_SIGNALS) mode.train_stop_token=$(GEN_KL_STOP) mode.tasks_per_iter=$(GEN_KL_TASKS) \
-	  hydra.sweep.dir=$(GEN_KL_DIR)/multirun
+	  mode.lr_warmup_steps=$(GEN_KL_WARMUP) hydra.sweep.dir=$(GEN_KL_DIR)/multirun
 	$(PY) -m harness.general $(GEN_KL_DIR)/multirun --out $(GEN_KL_DIR)
 
 # A stock OpenClaw (npm `openclaw`, unpatched, no extra headers) trains the model through the proxy: 10 turns
