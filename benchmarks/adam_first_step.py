@@ -21,17 +21,13 @@ import argparse
 import json
 import random
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import torch
-from general_ceiling import start_model  # the script beside this one
+from general_ceiling import oracle_train_trajectories, start_model  # the script beside this one
 from transformers import AutoTokenizer
 
-from agents.base import OracleAgent
-from agents.pool import EnvPool, run_episodes
 from agents.serving.chat import render_prompt_ids, stop_token_ids
-from envs.make import env_maker
 from nextstate.types import Sample
 from trainers.setup import load_trainable
 from trainers.update import UpdateConfig, ppo_update
@@ -58,17 +54,7 @@ def main() -> None:
     if tc.threads:
         torch.set_num_threads(tc.threads)
     t0 = time.monotonic()
-    run_dir = Path("/tmp/adam_first_step")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with ExitStack() as stack:
-        make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split="train")
-        pool = EnvPool(make_env)
-        stack.callback(pool.close)
-        env = pool.get().unwrapped
-        tasks = random.Random(0).sample(env.tasks, min(args.limit, len(env.tasks)))
-        trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=env_cfg.system_prompt,
-                             seed=job.seed, parallel=1, progress=False)
-        tools = env.tools_for(tasks[0])
+    tasks, trajs, tools = oracle_train_trajectories(job, args.limit, Path("/tmp/adam_first_step"))
     model = load_trainable(path, tc, mc.dtype)
     tokenizer = AutoTokenizer.from_pretrained(path)
     end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")  # what a chat reply stops on

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import signal
 import time
 from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
 
-from agents.base import ModelAgent
+from agents.base import ModelAgent, OracleAgent
 from agents.factory import model_path, serve_policy
 from agents.pool import EnvPool, run_episodes
 from agents.serving.transformers_policy import SamplingConfig
@@ -40,6 +41,21 @@ def start_model(experiment: str, overrides: list[str]):
     if not path.exists():
         raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
     return job, mc, path
+
+
+def oracle_train_trajectories(job, limit: int, run_dir: Path):
+    """The oracle's episodes on `limit` train instances drawn with a fixed seed (every template shows up),
+    and the suite's tool set: (tasks, trajectories, tools). The env is closed when they are in."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split="train")
+        pool = EnvPool(make_env)
+        stack.callback(pool.close)
+        env = pool.get().unwrapped
+        tasks = random.Random(0).sample(env.tasks, min(limit, len(env.tasks)))
+        trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=env_cfg.system_prompt,
+                             seed=job.seed, parallel=1, progress=False)
+        return tasks, trajs, env.tools_for(tasks[0])  # one tool set for the whole suite
 
 
 def tally(tasks, greedy, sampled, k: int) -> dict:

@@ -16,20 +16,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import time
 from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
 
-from general_ceiling import start_model  # the script beside this one
+from general_ceiling import oracle_train_trajectories, start_model  # the script beside this one
 
-from agents.base import OracleAgent
 from agents.factory import serve_policy
-from agents.pool import EnvPool, run_episodes
 from agents.serving.transformers_policy import SamplingConfig
-from envs.make import env_maker
 from envs.toolcall.parse import parse_reply
 from envs.toolcall.templated import answer_is_correct, same_call
 from trainers.feedback.model_judge import teacher_messages
@@ -54,20 +50,12 @@ def main() -> None:
     hints = job.hints
     t0 = time.monotonic()
     run_dir = Path("/tmp/hinted_teacher")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    tasks, trajs, tools = oracle_train_trajectories(job, args.limit, run_dir)
     with ExitStack() as stack:
-        make_env, env_cfg = env_maker(job.env, job.sandbox, run_dir, split="train")
-        pool = EnvPool(make_env)
-        stack.callback(pool.close)
-        env = pool.get().unwrapped
-        tasks = random.Random(0).sample(env.tasks, min(args.limit, len(env.tasks)))  # every template
-        trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=env_cfg.system_prompt,
-                             seed=job.seed, parallel=1, progress=False)
         policy = stack.enter_context(serve_policy(mc, job.backend, job.paths.cache_dir,
                                                   path=path, log_path=run_dir / "server.log"))
         greedy = SamplingConfig(mc.max_new_tokens, 0.0, 1.0, mc.max_prompt_tokens)
         steps = [(task, step) for task, traj in zip(tasks, trajs) for step in traj.steps]
-        tools = env.tools_for(tasks[0])  # one tool set for the whole suite
         prompts = [m for _, step in steps for m in (step.prompt_messages,
                                                     teacher_messages(step, step.action_text, hints.teacher_suffix))]
         # a batch at a time: one request of every prompt would pass the server's request deadline, and
