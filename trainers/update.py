@@ -28,6 +28,7 @@ class UpdateConfig:
     lr_warmup_steps: int = 0       # the run's first optimizer steps rise linearly to the rate (0: none)
     term_grad_norms: bool = False  # log each loss term's gradient norm (one extra backward per term)
     micro_batch_tokens: int = 0    # > 0: a minibatch's forward/backward in parts of at most this many tokens
+    share_prompt_head: bool = False  # the tokens every row of a part starts with run once (sequence_logprobs)
 
 
 def optimizer_steps(optimizer) -> int:
@@ -60,8 +61,42 @@ def shared_rows(seqs: list[list[int]]) -> list[int]:
     return host
 
 
+def common_head(seqs: list[list[int]], rows: list[int], prompt_lens: list[int]) -> int:
+    """How many leading tokens every row shares (a suite's system prompt and tool list), up to the
+    shortest prompt less one, so that every response's first logit is computed after it."""
+    first = seqs[rows[0]]
+    n = min(min(prompt_lens) - 1, *(len(seqs[r]) for r in rows))
+    for r in rows[1:]:
+        other = seqs[r]
+        k = 0
+        while k < n and other[k] == first[k]:
+            k += 1
+        n = k
+    return max(0, n)
+
+
+def _decoder_hidden(model, ids: torch.Tensor, attn: torch.Tensor, head: int) -> torch.Tensor:
+    """The decoder's last hidden states of the rows `ids` (right-padded, `attn` their mask). With
+    `head` > 0 the first `head` tokens, the same in every row, run once as a batch of one and the
+    rows attend to that one KV (expanded, so its gradient is the sum of every row's): the hidden
+    states of positions >= `head` are returned, [rows, width - head, hidden]."""
+    decoder = model.get_decoder()
+    if head <= 0:
+        return decoder(input_ids=ids, attention_mask=attn).last_hidden_state
+    from transformers import DynamicCache
+
+    rows, width = ids.shape
+    shared = decoder(input_ids=ids[:1, :head], use_cache=True).cache
+    cache = DynamicCache(config=model.config)
+    for layer, kv in enumerate(shared.layers):
+        cache.update(kv.keys.expand(rows, -1, -1, -1), kv.values.expand(rows, -1, -1, -1), layer)
+    positions = torch.arange(head, width, device=ids.device).expand(rows, -1)
+    return decoder(input_ids=ids[:, head:], attention_mask=attn, position_ids=positions,
+                   cache=cache).last_hidden_state
+
+
 def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0, *, full: bool = False,
-                      share_prefixes: bool = False) -> tuple[torch.Tensor, ...]:
+                      share_prefixes: bool = False, share_head: bool = False) -> tuple[torch.Tensor, ...]:
     """log p(response token | prompt, earlier response tokens) for every sample: [B, T] and a mask
     (and with `full`, the whole [B, T, V] log-distribution at those positions, for top-K OPD).
 
@@ -69,7 +104,8 @@ def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0, *,
     (`shared_rows`): the forward pass runs once per episode instead of once per step (the PPO update
     uses it; SFT keeps one row per sample, so its weights stay bit-for-bit what they were). Only the
     response positions go through the LM head (the vocabulary projection of every prompt position
-    would cost far more memory than the whole forward pass)."""
+    would cost far more memory than the whole forward pass). With `share_head`, the tokens every row
+    starts with run once for all rows (`common_head`): the same values, up to float rounding."""
     seqs = [s.prompt_ids + s.response_ids for s in samples]
     host = shared_rows(seqs) if share_prefixes else list(range(len(seqs)))
     rows = sorted(set(host))
@@ -91,7 +127,11 @@ def sequence_logprobs(model, samples: list[Sample], temperature: float = 1.0, *,
         mask[i, :n] = True
     device = next(model.parameters()).device
     ids, attn, flat, target, mask = (t.to(device) for t in (ids, attn, flat, target, mask))
-    hidden = model.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
+    # (gradient checkpointing keeps no KV cache in training, so the head cannot be shared there)
+    head = (common_head(seqs, rows, [len(s.prompt_ids) for s in samples])
+            if share_head and len(rows) > 1 and not getattr(model, "is_gradient_checkpointing", False) else 0)
+    hidden = _decoder_hidden(model, ids, attn, head)
+    flat = (flat - head * (1 + flat // width)).clamp(min=0)  # into the [rows * (width - head)] positions after it
     h = hidden.reshape(-1, hidden.shape[-1])[flat]
     logits = model.get_output_embeddings()(h).float()
     if temperature > 0 and temperature != 1.0:
@@ -172,7 +212,8 @@ def micro_batches(samples: list[Sample], max_tokens: int) -> list[list[Sample]]:
 def _losses(model, mb: list[Sample], cfg: UpdateConfig, device) -> tuple[dict[str, torch.Tensor], dict]:
     """The loss terms of one forward pass over `mb`: PPO's clipped surrogate, top-K OPD, k3 KL."""
     topk = any(s.teacher_top for s in mb)
-    lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk, share_prefixes=True)
+    lp, mask, *logp = sequence_logprobs(model, mb, cfg.rollout_temperature, full=topk, share_prefixes=True,
+                                        share_head=cfg.share_prompt_head)
     T = lp.shape[1]
     old = _pad([s.old_logprobs for s in mb], T).to(device)
     adv = _pad([s.advantages for s in mb], T).to(device)

@@ -77,3 +77,47 @@ def test_the_kl_reference_scores_an_episode_once_and_gives_each_steps_logprobs()
         assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-5)
     # the episode's last step from its first reply on (3 + 2 + 2 + 3 + 4 tokens), and the other sample
     assert sorted(len(r) for _, r in scorer.sent) == [2, 14]
+
+
+def test_a_head_shared_by_every_row_runs_once_with_the_same_logprobs_and_gradients():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    system = [1, 2, 3, 4, 5, 6]
+    samples = [Sample(system + s.prompt_ids, s.response_ids, [], []) for s in _episode()]
+    results = []
+    for share_head in (False, True):
+        model.zero_grad()
+        lp, mask = sequence_logprobs(model, samples, share_prefixes=True, share_head=share_head)
+        (lp * mask).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append((lp.detach(), mask, grads))
+    (lp_a, mask_a, g_a), (lp_b, mask_b, g_b) = results
+    assert torch.equal(mask_a, mask_b)
+    assert torch.allclose(lp_a[mask_a], lp_b[mask_b], atol=1e-5)
+    assert torch.allclose(g_a, g_b, atol=1e-5)
+
+
+def test_the_shared_head_stops_before_the_shortest_prompts_last_token():
+    from trainers.update import common_head
+
+    seqs = [[1, 2, 3, 4, 9], [1, 2, 3, 4, 5, 6], [1, 2, 3, 7]]
+    # every row starts 1 2 3; a prompt of p tokens reads its first response logit at position p - 1,
+    # which must come after the head
+    assert common_head(seqs, [0, 1, 2], [4, 5, 4]) == 3
+    assert common_head(seqs, [0, 1, 2], [4, 5, 3]) == 2
+    assert common_head(seqs, [0, 1, 2], [4, 5, 1]) == 0
+    assert common_head(seqs, [0, 1], [5, 5]) == 4
+
+
+def test_with_gradient_checkpointing_the_head_is_not_shared_and_the_update_still_runs():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    model.gradient_checkpointing_enable()
+    model.train()
+    samples = [Sample([1, 2, 3, 4, 5, 6, 7], [8, 9], [], []), Sample([1, 2, 3, 4, 5, 10, 11], [12], [], [])]
+    plain, _ = sequence_logprobs(model, samples, share_prefixes=True)
+    shared, _ = sequence_logprobs(model, samples, share_prefixes=True, share_head=True)
+    shared.sum().backward()
+    assert torch.equal(plain, shared)
