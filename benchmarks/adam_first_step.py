@@ -42,6 +42,23 @@ def reply_logprobs(model, pairs: list[tuple[list[int], list[int]]]) -> list[torc
     return out
 
 
+def oracle_steps_on_start(experiment: str, overrides: list[str], limit: int, run_dir: Path):
+    """The experiment's job, start model path, the start as a trainable model, and the (prompt ids,
+    reply ids + stop token) of every step of the oracle's episodes on `limit` train instances."""
+    job, mc, path = start_model(experiment, overrides)
+    if job.mode.threads:
+        torch.set_num_threads(job.mode.threads)
+    tasks, trajs, tools = oracle_train_trajectories(job, limit, run_dir)
+    model = load_trainable(path, job.mode, mc.dtype)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")  # what a chat reply stops on
+    stop = end_of_turn if end_of_turn in stop_token_ids(tokenizer) else tokenizer.eos_token_id
+    pairs = [(render_prompt_ids(tokenizer, step.prompt_messages, tools),
+              tokenizer.encode(step.action_text, add_special_tokens=False) + [stop])
+             for traj in trajs for step in traj.steps]
+    return job, path, model, pairs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", default="general_toolcall_kl")
@@ -49,19 +66,10 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, nargs="+", default=[0, 10], help="mode.lr_warmup_steps to compare")
     ap.add_argument("overrides", nargs="*", help="more config overrides, e.g. mode.lr=4e-5")
     args = ap.parse_args()
-    job, mc, path = start_model(args.experiment, args.overrides)
-    tc = job.mode
-    if tc.threads:
-        torch.set_num_threads(tc.threads)
     t0 = time.monotonic()
-    tasks, trajs, tools = oracle_train_trajectories(job, args.limit, Path("/tmp/adam_first_step"))
-    model = load_trainable(path, tc, mc.dtype)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")  # what a chat reply stops on
-    stop = end_of_turn if end_of_turn in stop_token_ids(tokenizer) else tokenizer.eos_token_id
-    pairs = [(render_prompt_ids(tokenizer, step.prompt_messages, tools),
-              tokenizer.encode(step.action_text, add_special_tokens=False) + [stop])
-             for traj in trajs for step in traj.steps]
+    job, path, model, pairs = oracle_steps_on_start(args.experiment, args.overrides, args.limit,
+                                                    Path("/tmp/adam_first_step"))
+    tc = job.mode
     half = len(pairs) // 2
     start_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     start_lps = reply_logprobs(model, pairs)

@@ -29,11 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from adam_first_step import reply_logprobs  # the scripts beside this one
-from general_ceiling import oracle_train_trajectories, start_model
-from transformers import AutoTokenizer
+from adam_first_step import oracle_steps_on_start, reply_logprobs  # the script beside this one
 
-from agents.serving.chat import render_prompt_ids, stop_token_ids
 from nextstate.types import Sample
 from trainers.update import UpdateConfig, common_head, micro_batches, ppo_update, shared_rows
 
@@ -60,20 +57,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("overrides", nargs="*", help="more config overrides")
     args = ap.parse_args()
-    job, mc, path = start_model(args.experiment, args.overrides)
+    job, _, model, pairs = oracle_steps_on_start(args.experiment, args.overrides, args.limit, Path("/tmp/prompt_head"))
     tc = job.mode
-    if tc.threads:
-        torch.set_num_threads(tc.threads)
-    from trainers.setup import load_trainable
-
-    tasks, trajs, tools = oracle_train_trajectories(job, args.limit, Path("/tmp/prompt_head"))
-    model = load_trainable(path, tc, mc.dtype)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    stop = end_of_turn if end_of_turn in stop_token_ids(tokenizer) else tokenizer.eos_token_id
-    pairs = [(render_prompt_ids(tokenizer, step.prompt_messages, tools),
-              tokenizer.encode(step.action_text, add_special_tokens=False) + [stop])
-             for traj in trajs for step in traj.steps]
     start_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     start_lps = reply_logprobs(model, pairs)
     signs = random.Random(job.seed).choices([-1.0, 1.0], k=len(pairs))
@@ -106,7 +91,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in seconds.items()}
     for name, s in med.items():
         print(f"{name:13s} update {s:6.1f} s (median of {args.repeats})")
-    print(f"{len(samples)} steps of {len(trajs)} oracle episodes; tokens through the model {plain_tokens} -> "
+    print(f"{len(samples)} oracle steps; tokens through the model {plain_tokens} -> "
           f"{shared_tokens}; loss {stats_a['loss']:.7f} vs {stats_b['loss']:.7f}; largest weight gap after "
           f"the update {weight_gap:.2e} (the update moved a weight by {weight_move:.2e} at most)")
     print(json.dumps({"metric": "ppo_update_seconds_ratio_without_vs_with_shared_head",

@@ -27,15 +27,13 @@ def _episode() -> list[Sample]:
             Sample(p2, r2, [], [])]
 
 
-def test_shared_rows_give_the_same_logprobs_and_gradients_as_one_row_per_step():
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2))
-    samples = _episode()
+def _assert_same_logprobs_and_gradients(model, samples, plain: dict, shared: dict) -> None:
+    """`sequence_logprobs` with the keyword arguments `plain` and with `shared` gives the same
+    logprobs, mask and gradient of their sum (to float rounding)."""
     results = []
-    for share in (False, True):
+    for kwargs in (plain, shared):
         model.zero_grad()
-        lp, mask = sequence_logprobs(model, samples, share_prefixes=share)
+        lp, mask = sequence_logprobs(model, samples, **kwargs)
         (lp * mask).sum().backward()
         grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
         results.append((lp.detach(), mask, grads))
@@ -43,6 +41,13 @@ def test_shared_rows_give_the_same_logprobs_and_gradients_as_one_row_per_step():
     assert torch.equal(mask_a, mask_b)
     assert torch.allclose(lp_a[mask_a], lp_b[mask_b], atol=1e-5)
     assert torch.allclose(g_a, g_b, atol=1e-5)
+
+
+def test_shared_rows_give_the_same_logprobs_and_gradients_as_one_row_per_step():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    _assert_same_logprobs_and_gradients(model, _episode(), dict(share_prefixes=False), dict(share_prefixes=True))
 
 
 class _RowScorer:
@@ -85,17 +90,8 @@ def test_a_head_shared_by_every_row_runs_once_with_the_same_logprobs_and_gradien
                                          num_attention_heads=4, num_key_value_heads=2))
     system = [1, 2, 3, 4, 5, 6]
     samples = [Sample(system + s.prompt_ids, s.response_ids, [], []) for s in _episode()]
-    results = []
-    for share_head in (False, True):
-        model.zero_grad()
-        lp, mask = sequence_logprobs(model, samples, share_prefixes=True, share_head=share_head)
-        (lp * mask).sum().backward()
-        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        results.append((lp.detach(), mask, grads))
-    (lp_a, mask_a, g_a), (lp_b, mask_b, g_b) = results
-    assert torch.equal(mask_a, mask_b)
-    assert torch.allclose(lp_a[mask_a], lp_b[mask_b], atol=1e-5)
-    assert torch.allclose(g_a, g_b, atol=1e-5)
+    _assert_same_logprobs_and_gradients(model, samples, dict(share_prefixes=True),
+                                        dict(share_prefixes=True, share_head=True))
 
 
 def test_the_shared_head_stops_before_the_shortest_prompts_last_token():
