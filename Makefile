@@ -97,7 +97,7 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 	$(PY) -m harness.general $(GEN_RESULTS)/general/multirun/* --out $(GEN_RESULTS)/general
 
 # The arm at 8 instances an update with a KL term to the start (conf/experiment/general_<env>_kl.yaml), on
-# GEN_KL_ENV (terminal or toolcall): the vote plus the episode's outcome advantage, the vote alone, and outcome
+# GEN_KL_ENV (terminal, toolcall or gui): the vote plus the episode's outcome advantage, the vote alone, and outcome
 # reward, 3 seeds; ~1-1.5 hours a run on 2 cores. Resumable like `general`. The report:
 # results/general/<env>_kl/{scores.csv,table.md,curves.png}. GEN_KL_STOP=true trains each reply's stop token
 # too (mode.train_stop_token, which the committed grids leave out): its own sweep and report, <env>_kl_stop/.
@@ -110,7 +110,7 @@ GEN_KL_STOP ?= false
 GEN_KL_TASKS ?= 8
 GEN_KL_WARMUP ?= 0
 GEN_KL_DIR = $(GEN_RESULTS)/general/$(GEN_KL_ENV)_kl$(if $(filter true,$(GEN_KL_STOP)),_stop)$(if $(filter-out 8,$(GEN_KL_TASKS)),_$(GEN_KL_TASKS)x4)$(if $(filter-out 0,$(GEN_KL_WARMUP)),_warmup)
-general-kl: setup  ## the 8x4 arm with a KL term to the SFT start (GEN_KL_ENV=terminal|toolcall), resumable
+general-kl: setup  ## the 8x4 arm with a KL term to the SFT start (GEN_KL_ENV=terminal|toolcall|gui), resumable
 	test -f $(GEN_RESULTS)/general/$(GEN_KL_ENV)/sft/metrics.json || \
 	  NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run +experiment=sft_general_$(GEN_KL_ENV)
 	NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_$(GEN_KL_ENV)_kl seed=$(GEN_KL_SEEDS) \

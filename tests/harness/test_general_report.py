@@ -153,10 +153,23 @@ def test_the_toolcall_kl_experiment_is_the_terminal_arms_update_on_the_toolcall_
     assert general_signal_name(OmegaConf.to_container(named)) == "prm_grpo+kl0.2"
 
 
+def test_the_gui_kl_experiment_is_the_gui_grid_with_the_kl_term_of_the_other_arms():
+    # conf/experiment/general_gui_kl.yaml: general_gui already updates 8 x 4 in parts of 2048 tokens; only
+    # the KL term to the start is added, so its runs are filed beside the terminal and tool-call arms
+    named = compose(["+experiment=general_gui_kl", "signal=prm_grpo"])
+    spelled = compose(["+experiment=general_gui", "signal=prm_grpo", "mode.kl_coef=0.2"])
+    assert OmegaConf.to_container(named) == OmegaConf.to_container(spelled)
+    assert (named.env.name, named.mode.teacher) == ("gui", "frozen")  # the frozen start scores the KL term
+    assert general_signal_name(OmegaConf.to_container(named)) == "prm_grpo+kl0.2"
+    outcome = compose(["+experiment=general_gui_kl", "signal=outcome"])
+    assert general_signal_name(OmegaConf.to_container(outcome)) == "outcome+kl0.2"
+
+
 def test_the_committed_grids_leave_the_stop_token_out_and_a_run_that_trains_it_is_another_arm():
     # results/general was trained without the reply's stop token in the loss; `make general` must stay
     # that arm, and a run with `mode.train_stop_token=true` must not be filed beside it
-    for experiment in ("general_toolcall_kl", "general_terminal_kl", "general_gui", "personalization"):
+    for experiment in ("general_toolcall_kl", "general_terminal_kl", "general_gui", "general_gui_kl",
+                       "personalization"):
         assert compose([f"+experiment={experiment}"]).mode.train_stop_token is False
     assert compose(["mode=train"]).mode.train_stop_token is True  # a user's own run trains it
     stop = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true"])
@@ -165,7 +178,7 @@ def test_the_committed_grids_leave_the_stop_token_out_and_a_run_that_trains_it_i
 
 def test_a_kl_arm_at_another_update_size_is_filed_as_its_own_arm():
     # the KL arms are 8 instances x 4 rollouts an update; a run of 12 x 4 must not land in their rows
-    for experiment in ("general_toolcall_kl", "general_terminal_kl"):
+    for experiment in ("general_toolcall_kl", "general_terminal_kl", "general_gui_kl"):
         mode = compose([f"+experiment={experiment}"]).mode
         assert (mode.tasks_per_iter, mode.group_size) == KL_ARM_UPDATE  # the report's constant is the conf's
     bigger = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
@@ -180,7 +193,7 @@ def test_a_kl_arm_at_another_update_size_is_filed_as_its_own_arm():
 
 def test_a_kl_arm_at_another_learning_rate_or_with_a_warmup_is_filed_as_its_own_arm():
     # the KL arms update at lr 2e-5 (cosine, no warmup); a run at another rate must not land in their rows
-    for experiment in ("general_toolcall_kl", "general_terminal_kl"):
+    for experiment in ("general_toolcall_kl", "general_terminal_kl", "general_gui_kl"):
         assert compose([f"+experiment={experiment}"]).mode.lr == KL_ARM_LR  # the report's constant is the conf's
     faster = compose(["+experiment=general_toolcall_kl", "signal=prm_grpo", "mode.train_stop_token=true",
                       "mode.lr=4e-5"])
