@@ -99,7 +99,8 @@ general: setup  ## the general-agent grid (env x signal x seed, SFT start), resu
 # The arm at 8 instances an update with a KL term to the start (conf/experiment/general_<env>_kl.yaml), on
 # GEN_KL_ENV (terminal, toolcall or gui): the vote plus the episode's outcome advantage, the vote alone, and outcome
 # reward, 3 seeds; ~1-1.5 hours a run on 2 cores. Resumable like `general`. The report:
-# results/general/<env>_kl/{scores.csv,table.md,curves.png}. GEN_KL_STOP=true trains each reply's stop token
+# results/general/<env>_kl/{scores.csv,table.md,curves.png}, rebuilt from its scores.csv and the sweep (a run of
+# the sweep replaces the report's rows of its arm and seed; other rows stay). GEN_KL_STOP=true trains each reply's stop token
 # too (mode.train_stop_token, which the committed grids leave out): its own sweep and report, <env>_kl_stop/.
 # GEN_KL_TASKS=12 updates on 12 instances (x 4 rollouts) instead of 8: its own arm (`+12x4`) and dir.
 # GEN_KL_WARMUP=10 warms the rate up over the first 10 optimizer steps: its own arm (`+warmup10`) and dir.
@@ -116,7 +117,7 @@ general-kl: setup  ## the 8x4 arm with a KL term to the SFT start (GEN_KL_ENV=te
 	NEXTSTATE_RESULTS=$(GEN_RESULTS) $(PY) -m harness.run -m +experiment=general_$(GEN_KL_ENV)_kl seed=$(GEN_KL_SEEDS) \
 	  signal=$(GEN_KL_SIGNALS) mode.train_stop_token=$(GEN_KL_STOP) mode.tasks_per_iter=$(GEN_KL_TASKS) \
 	  mode.lr_warmup_steps=$(GEN_KL_WARMUP) hydra.sweep.dir=$(GEN_KL_DIR)/multirun
-	$(PY) -m harness.general $(GEN_KL_DIR)/multirun --out $(GEN_KL_DIR)
+	$(PY) -m harness.general $(wildcard $(GEN_KL_DIR)/scores.csv) $(GEN_KL_DIR)/multirun --out $(GEN_KL_DIR)
 
 # A stock OpenClaw (npm `openclaw`, unpatched, no extra headers) trains the model through the proxy: 10 turns
 # of one conversation, then every turn shown, every turn after the first a step, an update trained, no 409,

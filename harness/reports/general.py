@@ -83,9 +83,15 @@ def general_signal_name(cfg: dict) -> str:
     return signal_name(cfg) + variant + (f"+kl{kl:g}" if kl > 0 else "") + stop + other_size + other_lr + warm
 
 
+RUN_KEY = ("env", "suite", "signal", "judge", "seed")
+
+
 def collect(inputs: list[Path]) -> list[dict]:
-    """Rows from run or sweep dirs and earlier scores.csv files. A run dir read here replaces its rows in
-    an earlier report (it may have gone further since); any other evaluation seen twice is an error."""
+    """Rows from run or sweep dirs and earlier scores.csv files. A run read here replaces an earlier
+    report's rows of the same run, and of the same arm and seed run elsewhere (the run read now is the
+    one rerun, resumed or gone further; the one replaced is named), so rebuilding a report from its
+    scores.csv plus new runs never counts a seed twice. Two runs read here with one evaluation in
+    common, or two reports with one, are an error."""
     fresh, earlier = [], []
     for path in inputs:
         got = read_scores(path, run_scores, _SCORE_COLUMNS, "general scores.csv")
@@ -93,8 +99,19 @@ def collect(inputs: list[Path]) -> list[dict]:
             earlier += [{**r, "report_dir": str(path.parent)} for r in got]
         else:
             fresh += got
-    read_again = {r["run_dir"] for r in fresh}
-    return unique_scores(fresh + [r for r in earlier if r.get("run_dir") not in read_again], ("env", "suite"))
+    unique_scores(fresh, ("env", "suite"))
+    run_key = lambda r: tuple(r[k] for k in RUN_KEY)  # noqa: E731
+    read_now = {run_key(r): r["run_dir"] for r in fresh}
+    kept, replaced = [], set()
+    for r in earlier:
+        now = read_now.get(run_key(r))
+        if now is None:
+            kept.append(r)
+        elif now != r.get("run_dir"):
+            replaced.add((r.get("run_dir"), now))
+    for old, now in sorted(replaced):
+        print(f"[general] {old} (in an earlier report) is replaced by {now}: the same arm and seed")
+    return unique_scores(fresh + kept, ("env", "suite"))
 
 
 PHASES = ("rollout_s", "judge_s", "hints_s", "teacher_s", "reference_s", "update_s", "publish_s")

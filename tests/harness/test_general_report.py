@@ -262,10 +262,11 @@ def test_a_report_rebuilt_from_its_scores_csv_keeps_its_seconds_and_judge_rows(t
     assert rebuilt == first
 
 
-def test_a_run_read_again_replaces_its_rows_from_an_earlier_report(tmp_path):
+def test_a_run_read_again_replaces_its_rows_from_an_earlier_report(tmp_path, capsys):
     """A report committed while a run was going, rebuilt with that run's dir once it has gone further:
-    the dir's evaluations replace the report's rows of the same run instead of counting twice; another
-    run's evaluation seen twice is still an error."""
+    the dir's evaluations replace the report's rows of the same run instead of counting twice. The same
+    arm and seed rerun in another dir replaces them too, and says so; two run dirs read together with
+    one evaluation in common are still an error."""
     runs = tmp_path / "runs"
     run = _run(runs, "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.6})
     write(collect([runs]), tmp_path / "first")
@@ -273,6 +274,11 @@ def test_a_run_read_again_replaces_its_rows_from_an_earlier_report(tmp_path):
                                                   "train_log": [{"iteration": 3, "eval_success": 0.6}]}))
     rows = collect([tmp_path / "first" / "scores.csv", runs])
     assert sorted((r["updates"], r["score"]) for r in rows) == [(0, 0.5), (4, 0.6), (8, 0.7)]
-    _run(tmp_path / "other", "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.6})
+    _run(tmp_path / "other", "0", "toolcall", "prm", 0, {0: 0.5, 4: 0.55})
+    _run(tmp_path / "other", "1", "toolcall", "outcome", 0, {0: 0.5, 4: 0.52})
+    rows = collect([tmp_path / "first" / "scores.csv", tmp_path / "other"])
+    assert sorted((r["signal"], r["updates"], r["score"]) for r in rows) == [
+        ("outcome", 0, 0.5), ("outcome", 4, 0.52), ("prm", 0, 0.5), ("prm", 4, 0.55)]
+    assert f"{run} (in an earlier report) is replaced by {tmp_path / 'other' / '0'}" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="is in both"):
-        collect([tmp_path / "first" / "scores.csv", tmp_path / "other"])
+        collect([runs, tmp_path / "other"])
