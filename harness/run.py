@@ -31,6 +31,7 @@ from harness.run_log import tee_output
 from nextstate.atomic import write_text_atomic
 from nextstate.config import REPO_ROOT, ConfigError, run_config, typed, unknown_root_keys
 from nextstate.leaderboard import file_pending_row
+from trainers.infra_guard import InfrastructureDown
 
 
 def _terminate_cleanly(signum, frame):  # SIGTERM -> the same cleanup path as Ctrl-C
@@ -122,6 +123,9 @@ def cli(cfg: DictConfig) -> None:
     except ConfigError as e:  # a value that names nothing: the run never had anything to start on
         _drop_unstarted_run_dir(cfg, {".hydra", "run.log", "config.yaml"})
         sys.exit(f"[nextstate] {e}")
+    except InfrastructureDown as e:  # its checkpoint stays before the batch that never ran: resuming redoes it
+        command = resume_command(HydraConfig.get().overrides.task, run_dir_of(cfg))
+        sys.exit(f"{e.code}\n[nextstate] once it is back, resume with: {command}")
     except SystemExit:  # refused by main's own checks (no config.yaml yet), or stopped later (kept: its record)
         _drop_unstarted_run_dir(cfg, {".hydra", "run.log"})
         raise

@@ -31,6 +31,7 @@ from trainers.eval_cache import EvalCache
 from trainers.feedback.model_judge import HintConfig, JudgeConfig, NextStateHintConfig
 from trainers.feedback.oracle_judge import GivenHintConfig, OracleJudgeConfig
 from trainers.feedback.registry import HINTERS, JUDGES, choose
+from trainers.infra_guard import require_some_ran
 from trainers.job import Job
 from trainers.lr_schedule import SCHEDULES
 from trainers.run_state import RunState
@@ -107,6 +108,7 @@ def _eval(pool, policy, sampling, tasks, system_prompt, seed, parallel, progress
     trajs = run_episodes(pool, lambda i: ModelAgent(policy, sampling), tasks, system_prompt=system_prompt, seed=seed,
                          parallel=parallel, progress=progress, desc=desc)
     write_evaluation(out_file, trajs)
+    require_some_ran(trajs, f"the evaluation ({desc})")
     return summarize(trajs)
 
 

@@ -19,6 +19,7 @@ from nextstate.config import check_ranges, suite_of
 from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import without_tags
+from trainers.infra_guard import require_some_ran
 from trainers.job import Job
 from trainers.sft import SFTConfig, fine_tune, sft_samples
 
@@ -81,6 +82,7 @@ def sft_main(job: Job, run_dir: Path) -> dict:
                                  progress=job.progress, desc=name)
             for t in trajs:
                 append_jsonl(run_dir / f"{name.replace(' ', '_')}.jsonl", t.to_dict())
+            require_some_ran(trajs, f"the evaluation ({name})")
             return summarize(trajs)
 
         before = evaluate("eval before")

@@ -28,6 +28,7 @@ from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import max_steps_at
 from trainers.feedback.judge_accuracy import judge_accuracy
+from trainers.infra_guard import require_some_ran
 from trainers.job import Job
 from trainers.judged import FEEDBACK_LOG_KEYS
 from trainers.roles import Judge, Trainer
@@ -55,6 +56,7 @@ def train_main(job: Job, run_dir: Path) -> dict:
                 batch, system_prompt=tasks.env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
                 progress=job.progress, desc=f"rollouts {it + 1}/{tc.iterations}")
             t1 = time.monotonic()
+            require_some_ran(trajs, f"the rollouts of update {it + 1}")
             samples, counts = judge.judge(it, trajs)
             t2 = time.monotonic()
             stats = trainer.update(samples, version=it + 1)

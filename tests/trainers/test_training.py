@@ -121,8 +121,8 @@ TRAIN = ["mode=train", "signal=opd", "hints=oracle", "mode.teacher=policy", "see
          "model.max_new_tokens=12"]
 
 
-def _run(harness_run, tmp_path, *extra, name="run"):
-    return harness_run(tmp_path, *TRAIN, f"hydra.run.dir={tmp_path / name}", *extra, timeout=1200)
+def _run(harness_run, tmp_path, *extra, name="run", **kw):
+    return harness_run(tmp_path, *TRAIN, f"hydra.run.dir={tmp_path / name}", *extra, timeout=1200, **kw)
 
 
 def _train(harness_run, tmp_path, *extra, name="run"):
@@ -163,6 +163,27 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
     p = _run(harness_run, tmp_path, "mode.iterations=2", "mode.lr=1e-3", f"resume={half}", name="resumed")
     assert p.returncode != 0 and "another config (differs in: mode.lr)" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
     assert "lr: 0.0001" in (half / "config.yaml").read_text()
+
+
+@pytest.mark.model
+@pytest.mark.docker
+@pytest.mark.timeout(1200)
+@pytest.mark.slow  # ~1-2 min
+def test_a_run_whose_episodes_never_ran_stops_and_resumes_once_docker_is_back(tmp_path, docker, harness_run):
+    """Docker unreachable: the evaluation before training is all infra failures. The run stops saying
+    so and how to resume, with no checkpoint, row or cached score; resumed with Docker back, it trains."""
+    p = _run(harness_run, tmp_path, "mode.iterations=1", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "every one of the 1 episodes of the evaluation (eval before) failed on infrastructure (1 x no image" \
+        in p.stderr and "Docker daemon is not reachable" in p.stderr, p.stderr[-3000:]
+    resume = p.stderr.split("once it is back, resume with: ", 1)[1].splitlines()[0]
+    run_dir = tmp_path / "run"
+    assert resume.endswith(f"resume={run_dir}") and "Traceback" not in p.stderr
+    assert not (run_dir / "checkpoint").exists() and not (run_dir / "metrics.json").exists()
+    assert not (tmp_path / "leaderboard.csv").exists()
+    p = _run(harness_run, tmp_path, "mode.iterations=1", f"resume={run_dir}")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1 and (run_dir / "metrics.json").exists()
 
 
 def test_curriculum_knobs():
