@@ -11,11 +11,12 @@ from nextstate.types import Trajectory
 
 class InfrastructureDown(SystemExit):
     """Every episode of a training batch or an evaluation was an infra failure: the run stops with
-    the commonest reasons, and its checkpoint stays at the last batch that ran."""
+    the commonest reason, and its checkpoint stays at the last batch that ran."""
 
     def __init__(self, what: str, trajs: list[Trajectory]):
-        reasons = Counter((t.infra_reason or "no reason given").strip()[:300] for t in trajs).most_common(2)
-        said = "; ".join(f"{n} x {reason}" for reason, n in reasons)
+        reasons = Counter((t.infra_reason or "no reason given").strip()[:300] for t in trajs)
+        (top, n), = reasons.most_common(1)
+        said = f"{n} of them: {top}" + (f"; {len(reasons) - 1} other reason(s)" if len(reasons) > 1 else "")
         super().__init__(f"[nextstate] every one of the {len(trajs)} episodes of {what} failed on infrastructure "
                          f"({said}): the run stops before training on it or filing it")
 

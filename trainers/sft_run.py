@@ -14,7 +14,7 @@ from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
 from envs.sandbox import wait_for_background_removals
-from nextstate.atomic import append_jsonl
+from nextstate.atomic import write_jsonl_atomic
 from nextstate.config import check_ranges, suite_of
 from nextstate.leaderboard import commit_run, git_commit
 from trainers.cpu_time import cpu_seconds
@@ -34,6 +34,7 @@ def oracle_trajectories(pool, tasks, system_prompt, seed, parallel, progress):
         raise SplitLeakError(f"SFT was given non-train tasks: {leaked}")
     trajs = run_episodes(pool, lambda i: OracleAgent(), tasks, system_prompt=system_prompt, seed=seed,
                          parallel=parallel, progress=progress, desc="oracle demos")
+    require_some_ran(trajs, "the oracle demonstrations")
     return [t for t in trajs if t.success and not t.infra_failure]
 
 
@@ -67,8 +68,7 @@ def sft_main(job: Job, run_dir: Path) -> dict:
     with ExitStack() as stack:
         pool, env, train_tasks, test_tasks = pool_and_splits(stack, make_env, job.exclude_tags, None, sc.eval_limit)
         demos = oracle_trajectories(pool, train_tasks, env_cfg.system_prompt, job.seed, job.parallel, job.progress)
-        for t in demos:
-            append_jsonl(run_dir / "demos.jsonl", t.to_dict())
+        write_jsonl_atomic(run_dir / "demos.jsonl", (t.to_dict() for t in demos))  # a rerun replaces them
         tokenizer = AutoTokenizer.from_pretrained(init_path)
         samples = sft_samples(demos, tokenizer,
                               lambda tid: env.tools_for(env._by_id[tid]) if hasattr(env, "_by_id") else None,
@@ -80,8 +80,7 @@ def sft_main(job: Job, run_dir: Path) -> dict:
             trajs = run_episodes(pool, lambda i: ModelAgent(policy, eval_sampling), test_tasks,
                                  system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
                                  progress=job.progress, desc=name)
-            for t in trajs:
-                append_jsonl(run_dir / f"{name.replace(' ', '_')}.jsonl", t.to_dict())
+            write_jsonl_atomic(run_dir / f"{name.replace(' ', '_')}.jsonl", (t.to_dict() for t in trajs))
             require_some_ran(trajs, f"the evaluation ({name})")
             return summarize(trajs)
 

@@ -202,6 +202,17 @@ def test_a_run_that_graded_nothing_exits_non_zero_and_files_no_row(tmp_path, har
     assert not (run_dir / "metrics.json").exists()  # unfinished: resume= plays it again
 
 
+@pytest.mark.slow
+def test_sft_whose_demonstrations_never_ran_stops_before_fine_tuning(tmp_path, harness_run):
+    # Docker unreachable: no oracle demonstration ran, so there is nothing to fine-tune on
+    p = harness_run(tmp_path, "env=terminal", "mode=sft", "mode.eval_limit=1", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert p.returncode == 1, p.stderr[-2000:]
+    assert "episodes of the oracle demonstrations failed on infrastructure" in p.stderr, p.stderr[-2000:]
+    assert "once it is back, resume with: python -m harness.run" in p.stderr and "Traceback" not in p.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert not (run_dir / "model").exists() and not (tmp_path / "leaderboard.csv").exists()
+
+
 @pytest.mark.parametrize("overrides, says", [
     (["+unknwon=1"], "+unknwon: no such key"),
     (["limit=0"], "limit=0: must be at least 1"),

@@ -10,13 +10,13 @@ def _episode(task: str, reason: str | None) -> Trajectory:
     return Trajectory(task, "terminal", infra_failure=reason is not None, infra_reason=reason or "")
 
 
-def test_a_batch_that_never_ran_stops_the_run_naming_its_commonest_reasons():
+def test_a_batch_that_never_ran_stops_the_run_naming_its_commonest_reason():
     batch = [_episode("a", "Docker daemon is not reachable")] * 3 + [_episode("b", "container exited 137")]
     with pytest.raises(InfrastructureDown) as stopped:
         require_some_ran(batch, "the rollouts of update 11")
     said = str(stopped.value.code)
     assert said.startswith("[nextstate] every one of the 4 episodes of the rollouts of update 11 failed")
-    assert "3 x Docker daemon is not reachable; 1 x container exited 137" in said
+    assert "(3 of them: Docker daemon is not reachable; 1 other reason(s))" in said
     assert stopped.value.code != 0  # a SystemExit with a message exits 1
 
 

@@ -174,7 +174,7 @@ def test_a_run_whose_episodes_never_ran_stops_and_resumes_once_docker_is_back(tm
     so and how to resume, with no checkpoint, row or cached score; resumed with Docker back, it trains."""
     p = _run(harness_run, tmp_path, "mode.iterations=1", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-3000:]
-    assert "every one of the 1 episodes of the evaluation (eval before) failed on infrastructure (1 x no image" \
+    assert "every one of the 1 episodes of the evaluation (eval before) failed on infrastructure (1 of them: no image" \
         in p.stderr and "Docker daemon is not reachable" in p.stderr, p.stderr[-3000:]
     resume = p.stderr.split("once it is back, resume with: ", 1)[1].splitlines()[0]
     run_dir = tmp_path / "run"
