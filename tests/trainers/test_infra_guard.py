@@ -17,7 +17,6 @@ def test_a_batch_that_never_ran_stops_the_run_naming_its_commonest_reason():
     said = str(stopped.value.code)
     assert said.startswith("[nextstate] every one of the 4 episodes of the rollouts of update 11 failed")
     assert "(3 of them: Docker daemon is not reachable; 1 other reason(s))" in said
-    assert stopped.value.code != 0  # a SystemExit with a message exits 1
 
 
 def test_one_episode_that_ran_or_an_empty_batch_goes_on():
