@@ -104,7 +104,10 @@ def load_trainable(path: Path, tc: TrainConfig, dtype: str):
     return model
 
 
-def _eval(pool, policy, sampling, tasks, system_prompt, seed, parallel, progress, desc, out_file: Path) -> dict:
+def evaluate_policy(pool, policy, sampling, tasks, system_prompt, seed, parallel, progress, desc,
+                    out_file: Path) -> dict:
+    """The policy on `tasks`, its episodes written to `out_file` whole, summarized; a run stops here when
+    none of them ran (require_some_ran). Shared by mode=train and mode=sft."""
     trajs = run_episodes(pool, lambda i: ModelAgent(policy, sampling), tasks, system_prompt=system_prompt, seed=seed,
                          parallel=parallel, progress=progress, desc=desc)
     write_evaluation(out_file, trajs)
@@ -166,8 +169,9 @@ class Run:
         return SamplingConfig(model.max_new_tokens, 0.0, 1.0, model.max_prompt_tokens)
 
     def evaluate(self, desc: str, out_file: Path) -> dict:
-        return _eval(self.tasks.pool, self.policy, self.eval_sampling, self.tasks.test, self.env_cfg.system_prompt,
-                     self.job.seed, self.job.parallel, self.job.progress, desc, out_file)
+        return evaluate_policy(self.tasks.pool, self.policy, self.eval_sampling, self.tasks.test,
+                               self.env_cfg.system_prompt, self.job.seed, self.job.parallel, self.job.progress,
+                               desc, out_file)
 
     def begin(self, saved: dict | None) -> RunState:
         """The run's state: the checkpoint's (`saved`), or fresh after the evaluation before training."""

@@ -7,9 +7,9 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from agents.base import ModelAgent, OracleAgent
+from agents.base import OracleAgent
 from agents.factory import model_path, serve_policy
-from agents.pool import EnvPool, run_episodes, summarize
+from agents.pool import EnvPool, run_episodes
 from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
@@ -21,6 +21,7 @@ from trainers.cpu_time import cpu_seconds
 from trainers.curriculum import without_tags
 from trainers.infra_guard import require_some_ran
 from trainers.job import Job
+from trainers.setup import evaluate_policy
 from trainers.sft import SFTConfig, fine_tune, sft_samples
 
 
@@ -77,12 +78,8 @@ def sft_main(job: Job, run_dir: Path) -> dict:
                                                   path=init_path, log_path=run_dir / "server.log"))
 
         def evaluate(name):
-            trajs = run_episodes(pool, lambda i: ModelAgent(policy, eval_sampling), test_tasks,
-                                 system_prompt=env_cfg.system_prompt, seed=job.seed, parallel=job.parallel,
-                                 progress=job.progress, desc=name)
-            write_jsonl_atomic(run_dir / f"{name.replace(' ', '_')}.jsonl", (t.to_dict() for t in trajs))
-            require_some_ran(trajs, f"the evaluation ({name})")
-            return summarize(trajs)
+            return evaluate_policy(pool, policy, eval_sampling, test_tasks, env_cfg.system_prompt, job.seed,
+                                   job.parallel, job.progress, name, run_dir / f"{name.replace(' ', '_')}.jsonl")
 
         before = evaluate("eval before")
         out_dir = run_dir / "model"

@@ -170,12 +170,16 @@ def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_pat
 @pytest.mark.timeout(1200)
 @pytest.mark.slow  # ~1-2 min
 def test_a_run_whose_episodes_never_ran_stops_and_resumes_once_docker_is_back(tmp_path, docker, harness_run):
-    """Docker unreachable: the evaluation before training is all infra failures. The run stops saying
-    so and how to resume, with no checkpoint, row or cached score; resumed with Docker back, it trains."""
+    """Docker unreachable: the evaluation before training (or, where an earlier run cached its score, the
+    first rollouts) is all infra failures. The run stops saying so and how to resume, with no checkpoint,
+    row or cached score; resumed with Docker back, it trains."""
+    import re
+
     p = _run(harness_run, tmp_path, "mode.iterations=1", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-3000:]
-    assert "every one of the 1 episodes of the evaluation (eval before) failed on infrastructure (1 of them: no image" \
-        in p.stderr and "Docker daemon is not reachable" in p.stderr, p.stderr[-3000:]
+    stopped = r"every one of the (1 episodes of the evaluation \(eval before\)|4 episodes of the rollouts of update 1)"
+    assert re.search(stopped + r" failed on infrastructure \(\d of them: no image", p.stderr), p.stderr[-3000:]
+    assert "Docker daemon is not reachable" in p.stderr
     resume = p.stderr.split("once it is back, resume with: ", 1)[1].splitlines()[0]
     run_dir = tmp_path / "run"
     assert resume.endswith(f"resume={run_dir}") and "Traceback" not in p.stderr
@@ -184,6 +188,8 @@ def test_a_run_whose_episodes_never_ran_stops_and_resumes_once_docker_is_back(tm
     p = _run(harness_run, tmp_path, "mode.iterations=1", f"resume={run_dir}")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 1 and (run_dir / "metrics.json").exists()
+    import json  # the resumed run evaluated afresh: no failed episode came back from a cache
+    assert not any(json.loads(line)["infra_failure"] for line in (run_dir / "eval_before.jsonl").open())
 
 
 def test_curriculum_knobs():
