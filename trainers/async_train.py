@@ -32,6 +32,7 @@ from pathlib import Path
 from nextstate.atomic import append_jsonl
 from trainers.async_roles import Rollout, RunSpec
 from trainers.checkpoint import checkpoint_state
+from trainers.infra_guard import InfraStreak
 from trainers.job import Job
 from trainers.ray_loops import RayLoops, Roles, UpdateReport
 from trainers.ray_runtime import ray_session
@@ -62,7 +63,8 @@ def record_update(state: RunState, r: UpdateReport, loops: RayLoops) -> dict:
 
 
 def ray_loops(run: Run, *, workers: int, next_group: int, with_env: bool = True,
-              rollout=Rollout, judge=Judge, rollout_options: dict | None = None) -> RayLoops:
+              rollout=Rollout, judge=Judge, rollout_options: dict | None = None,
+              check_group=None) -> RayLoops:
     """The loops of a run on Ray, their roles built from the run's job and servers."""
     spec = RunSpec(run.job, str(run.run_dir), run.policy.endpoints(), run.frozen.endpoints() if run.frozen else None,
                    run.judge_server.endpoints() if run.judge_server else None, with_env, os.getpid())
@@ -72,7 +74,7 @@ def ray_loops(run: Run, *, workers: int, next_group: int, with_env: bool = True,
                     workers=workers, batch_size=tc.batch_samples, max_staleness=tc.max_staleness,
                     version=run.state.iteration + 1, next_group=next_group, judges=tc.judge_workers,
                     placement=run.job.ray.placement(run.env_cfg.name if run.env_cfg else None),
-                    rollout_options=rollout_options)
+                    rollout_options=rollout_options, check_group=check_group)
 
 
 def reap_actor_containers(run_id: str, wait_s: float = 15.0) -> None:
@@ -102,8 +104,10 @@ def async_main(job: Job, run_dir: Path) -> dict:
         tc, state = job.mode, run.begin(checkpoint_state(run.state_file))
         stack.callback(reap_actor_containers, run_dir.name)  # after Ray has stopped (the stack unwinds in reverse)
         stack.enter_context(ray_session(job.ray))
-        loops = ray_loops(run, workers=tc.rollout_workers or job.parallel,
-                          next_group=state.groups_started)
+        workers = tc.rollout_workers or job.parallel
+        # two rounds of every worker's group with nothing run: the daemon (browser, server) is down
+        loops = ray_loops(run, workers=workers, next_group=state.groups_started,
+                          check_group=InfraStreak(2 * workers).see)
         since = {"episodes": 0, "successes": 0, "judge_votes": 0, "hints_accepted": 0, "steps": 0}
 
         def on_judged(group, counts: dict) -> None:  # every judged episode counts, as in mode=train

@@ -25,3 +25,27 @@ def require_some_ran(trajs: list[Trajectory], what: str) -> None:
     """Raise InfrastructureDown when `trajs` is not empty and none of its episodes ran."""
     if trajs and all(t.infra_failure for t in trajs):
         raise InfrastructureDown(what, trajs)
+
+
+class InfraStreak:
+    """`mode=async`'s guard. Its loops draw groups one at a time and a group that never ran gives no
+    sample, so with the daemon down they would go on drawing groups without ever updating. After
+    `limit` groups in a row of nothing but infra failures (one group of them can be a passing
+    hiccup), the run stops; its checkpoint stays at its last update."""
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f"InfraStreak needs limit >= 1, got {limit}")
+        self.limit = limit
+        self.streak: list[Trajectory] = []
+        self.groups = 0  # groups in the streak
+
+    def see(self, group_no: int, group: list[Trajectory]) -> None:
+        """Count rollout group `group_no`; raise InfrastructureDown at the `limit`-th group in a row that never ran."""
+        if not group or not all(t.infra_failure for t in group):
+            self.streak, self.groups = [], 0
+            return
+        self.streak += group
+        self.groups += 1
+        if self.groups >= self.limit:
+            raise InfrastructureDown(f"the last {self.groups} rollout groups (up to group {group_no})", self.streak)

@@ -127,7 +127,8 @@ class RayLoops:
 
     def __init__(self, roles: Roles, *, workers: int, batch_size: int, max_staleness: int, version: int = 0,
                  next_group: int = 0, judges: int = 1, placement: Placement | None = None,
-                 report_every_s: float = 60.0, rollout_options: dict | None = None):
+                 report_every_s: float = 60.0, rollout_options: dict | None = None,
+                 check_group: Callable[[int, Any], None] | None = None):
         if batch_size < 1 or workers < 1 or judges < 1 or max_staleness < 0:
             raise ValueError("async loops need batch_size >= 1, workers >= 1, judges >= 1 and max_staleness >= 0")
         self.roles, self.placement = roles, placement or Placement()
@@ -142,6 +143,7 @@ class RayLoops:
         self._call_epoch: dict = {}  # ref -> its actor's death count when the call was made
         self.gate_actor = self.trainer = None
         self.rollout_options = rollout_options or {}  # more Ray actor options for rollout workers
+        self.check_group = check_group  # sees each group as it is rolled out; what it raises ends the run
         self.held_s = 0.0  # rollout time held at the gate during weight swaps (summed over workers)
         self.rollout_actors: list = []
         self.judge_actors: list = []
@@ -360,6 +362,8 @@ class RayLoops:
                     if out is ACTOR_DIED:
                         redo.append(n)
                     else:
+                        if self.check_group:
+                            self.check_group(n, out[1])
                         to_judge.append(Versioned(out[0], n, out[1]))
                 elif ref in judging:
                     j, t = judging.pop(ref)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 
 class Rollout:
-    def __init__(self, produce_s=0.0, fail_at=None, broken_env=False):
+    def __init__(self, produce_s=0.0, fail_at=None, broken_env=False, daemon_down_from=None):
         if broken_env:
             raise OSError("no Docker daemon here")
-        self.produce_s, self.fail_at = produce_s, fail_at
+        self.produce_s, self.fail_at, self.daemon_down_from = produce_s, fail_at, daemon_down_from
 
     def produce(self, n, gate):
         if n == self.fail_at:
@@ -21,6 +21,13 @@ class Rollout:
         version = gate.wait_open()  # one "episode" per group here
         started = time.monotonic()
         time.sleep(self.produce_s)
+        if self.daemon_down_from is not None:  # episodes; from that group on, as run_episode fails them
+            from nextstate.types import Trajectory
+
+            down = n >= self.daemon_down_from
+            return version, [Trajectory(f"g{n}{k}", "terminal", infra_failure=down,
+                                        infra_reason="Docker daemon is not reachable" if down else "")
+                             for k in "ab"]
         return version, [(f"g{n}a", started), (f"g{n}b", started)]
 
 
@@ -39,7 +46,10 @@ class Judge:
             raise ValueError("judge broke")
         t0 = time.monotonic()
         time.sleep(self.judge_s)
-        return ([] if self.empty else list(group)), {"judged": (t0, time.monotonic())}
+        # an episode gives a (name, started) sample; as for the real judge, one that never ran gives none
+        samples = [(e.task_id, t0) if hasattr(e, "task_id") else e for e in group
+                   if not getattr(e, "infra_failure", False)]
+        return ([] if self.empty else samples), {"judged": (t0, time.monotonic())}
 
 
 class Trainer:

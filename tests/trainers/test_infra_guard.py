@@ -3,7 +3,7 @@ no samples or a 0.0 evaluation; one episode that ran is enough to go on."""
 import pytest
 
 from nextstate.types import Trajectory
-from trainers.infra_guard import InfrastructureDown, require_some_ran
+from trainers.infra_guard import InfraStreak, InfrastructureDown, require_some_ran
 
 
 def _episode(task: str, reason: str | None) -> Trajectory:
@@ -22,3 +22,18 @@ def test_a_batch_that_never_ran_stops_the_run_naming_its_commonest_reason():
 def test_one_episode_that_ran_or_an_empty_batch_goes_on():
     require_some_ran([_episode("a", "Docker daemon is not reachable"), _episode("b", None)], "a batch")
     require_some_ran([], "an empty batch")
+
+
+def test_async_loops_stop_at_the_limit_th_group_in_a_row_that_never_ran():
+    streak = InfraStreak(limit=3)
+    down = [_episode("a", "Docker daemon is not reachable")] * 2
+    streak.see(0, down)
+    streak.see(1, down)
+    streak.see(2, [_episode("b", "container exited 137"), _episode("b", None)])  # one ran: the streak starts over
+    streak.see(3, down)
+    streak.see(4, down)
+    with pytest.raises(InfrastructureDown, match=r"every one of the 6 episodes of the last 3 rollout groups "
+                                                 r"\(up to group 5\) failed on infrastructure \(6 of them: Docker"):
+        streak.see(5, down)
+    with pytest.raises(ValueError, match="limit >= 1"):
+        InfraStreak(0)

@@ -11,6 +11,7 @@ from ray.exceptions import RayActorError
 from tests.paths import ROOT
 from tests.trainers import fake_roles
 from trainers.gate import Gate, Stopped
+from trainers.infra_guard import InfraStreak, InfrastructureDown
 from trainers.ray_loops import Placement, RayLoops, Roles, Versioned, within_staleness
 from trainers.ray_runtime import RayConfig, ray_session
 
@@ -167,6 +168,20 @@ def test_a_role_that_cannot_be_built_stops_the_run_at_once():
     with pytest.raises(RuntimeError, match="a rollout actor could not start.*no Docker daemon here"):
         RayLoops(roles, workers=2, batch_size=2, max_staleness=1).run(updates=3)
     assert time.monotonic() - t0 < 60  # not restarted over and over
+
+
+def test_groups_that_never_run_stop_the_run_before_it_trains_on_nothing_forever():
+    # the daemon goes down at group 6: its groups give the judge nothing to score, so without the
+    # guard the loops would draw groups forever; two rounds of both workers' groups stop them
+    roles = Roles(functools.partial(fake_roles.Rollout, 0.05, daemon_down_from=6), fake_roles.Judge, fake_roles.Trainer)
+    reports = []
+    loops = RayLoops(roles, workers=2, batch_size=4, max_staleness=8, check_group=InfraStreak(4).see)
+    with pytest.raises(InfrastructureDown, match=r"every one of the 8 episodes of the last 4 rollout groups "
+                                                 r"\(up to group \d+\) failed on infrastructure \(8 of them: Docker"):
+        loops.run(updates=1000, on_update=reports.append)
+    assert len(reports) <= 3  # the 12 samples of groups 0-5 at most, then nothing more
+    assert loops.groups_started < 16  # stopped on the 4th failed group, not after drawing many more
+    assert _all_gone(loops)
 
 
 def test_bad_settings_are_refused():
