@@ -4,7 +4,7 @@ signal comparison (terminal, GUI, tool-call), shaped like the personal-agent rep
 Every evaluation of every training run on a general-agent env becomes a row of `scores.csv` (env,
 suite, signal, judge, seed, updates, score): the share of the env's held-out instances solved by the
 greedy policy after that many updates. From those rows alone come `table.md` (per env, signal and
-judge: the score at 0, 8 and 16 updates, mean ± 95% CI over seeds, and the Δ paired by seed against
+judge: the score at 0, 8 and 16 updates or `--at`, mean ± 95% CI over seeds, and the Δ paired by seed against
 outcome reward; the paper's claim, outcome + process reward beats outcome alone, is the `prm` row's
 Δ) and `curves.png` (one panel per env). Beside them, `updates.csv` (each update's seconds by phase)
 and `judges.csv` (each judged run's -1 against the step labels) keep what the run dirs said, so a report
@@ -252,12 +252,13 @@ def infra_failures(rows: list[dict]) -> list[str]:
     return found
 
 
-def write(rows: list[dict], out: Path) -> str:
+def write(rows: list[dict], out: Path, at: tuple[int, ...] | None = None) -> str:
+    """`at`: the table's update columns (default: the paper's 8 and 16, where runs reached them)."""
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "scores.csv", _csv(rows, COLUMNS, COLUMNS[:6]))
     write_text_atomic(out / "updates.csv", _csv(update_rows(rows), UPDATE_COLUMNS, ("run_dir", "iteration")))
     write_text_atomic(out / "judges.csv", _csv(judge_rows(rows), JUDGE_COLUMNS, ("run_dir",)))
-    md = table(rows, setting="env")
+    md = table(rows, at=at, setting="env")
     phases = phase_table(rows)
     if phases:
         md += ("\nSeconds per update by phase (median over the runs' updates; eval: one held-out "
@@ -279,10 +280,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.general", description=__doc__.split("\n\n")[0])
     ap.add_argument("inputs", nargs="+", type=Path, help="run dirs, sweep dirs and/or earlier scores.csv files")
     ap.add_argument("--out", type=Path, default=Path("results/general"))
+    ap.add_argument("--at", type=int, nargs="+", metavar="UPDATES",
+                    help="the table's update columns, e.g. --at 8 12 16 where a pair's outcome run stopped at 12 "
+                         "(default: 8 and 16)")
     args = ap.parse_args(argv)
     rows = collect(args.inputs)
     if not rows:
         raise SystemExit(f"error: no general-agent training runs with an evaluation in {[str(p) for p in args.inputs]}")
-    print(write(rows, args.out))
+    reached = {r["updates"] for r in rows}
+    for u in args.at or ():
+        if u not in reached:
+            raise SystemExit(f"error: --at {u}: no run reached {u} updates (evaluated at {sorted(reached)})")
+    print(write(rows, args.out, tuple(args.at) if args.at else None))
     print(f"[general] {len(rows)} scores -> {args.out}/scores.csv, table.md, curves.png, updates.csv, judges.csv")
     return 0

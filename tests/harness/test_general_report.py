@@ -282,3 +282,23 @@ def test_a_run_read_again_replaces_its_rows_from_an_earlier_report(tmp_path, cap
     assert f"{run} (in an earlier report) is replaced by {tmp_path / 'other' / '0'}" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="is in both"):
         collect([runs, tmp_path / "other"])
+
+
+def test_at_puts_the_columns_where_the_runs_have_their_pairs(tmp_path, capsys):
+    """A pair whose outcome run stopped at 12 updates has its Δ at 12 only: `--at 12 16` shows it, with
+    the runs that reached 16 beside it; the default stays the paper's 8 and 16."""
+    from harness.reports.general import main
+    _run(tmp_path, "o0", "gui", "outcome", 0, {0: 0.6, 8: 0.6, 12: 0.7})
+    _run(tmp_path, "p0", "gui", "prm", 0, {0: 0.6, 8: 0.7, 12: 0.8, 16: 0.8})
+    _run(tmp_path, "o1", "gui", "outcome", 1, {0: 0.6, 8: 0.6, 12: 0.6, 16: 0.7})
+    _run(tmp_path, "p1", "gui", "prm", 1, {0: 0.6, 8: 0.6, 12: 0.8, 16: 0.7})
+    assert main([str(tmp_path), "--out", str(tmp_path / "out"), "--at", "12", "16"]) == 0
+    md = (tmp_path / "out" / "table.md").read_text()
+    assert "| score @12 | score @16 | Δ vs outcome @12 | Δ vs outcome @16 |" in md
+    prm = next(line for line in md.splitlines() if line.startswith("| gui | prm |"))
+    assert prm.endswith("| 0.15 ± 0.64 (n=2) | 0.00 (n=1) |")  # @12: +0.10 and +0.20; @16: seed 1 alone
+    main([str(tmp_path), "--out", str(tmp_path / "default")])
+    assert "| score @8 | score @16 |" in (tmp_path / "default" / "table.md").read_text()
+    with pytest.raises(SystemExit, match="--at 20: no run reached 20 updates"):
+        main([str(tmp_path), "--out", str(tmp_path / "bad"), "--at", "20"])
+    capsys.readouterr()
