@@ -7,7 +7,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.reports.general import KL_ARM_LR, KL_ARM_UPDATE, collect, general_signal_name, write
+from harness.reports.general import KL_ARM_LR, KL_ARM_UPDATE, collect, general_signal_name, main, write
 from nextstate.config import compose
 
 
@@ -284,10 +284,9 @@ def test_a_run_read_again_replaces_its_rows_from_an_earlier_report(tmp_path, cap
         collect([runs, tmp_path / "other"])
 
 
-def test_at_puts_the_columns_where_the_runs_have_their_pairs(tmp_path, capsys):
+def test_at_puts_the_columns_where_the_runs_have_their_pairs(tmp_path):
     """A pair whose outcome run stopped at 12 updates has its Δ at 12 only: `--at 12 16` shows it, with
     the runs that reached 16 beside it; the default stays the paper's 8 and 16."""
-    from harness.reports.general import main
     _run(tmp_path, "o0", "gui", "outcome", 0, {0: 0.6, 8: 0.6, 12: 0.7})
     _run(tmp_path, "p0", "gui", "prm", 0, {0: 0.6, 8: 0.7, 12: 0.8, 16: 0.8})
     _run(tmp_path, "o1", "gui", "outcome", 1, {0: 0.6, 8: 0.6, 12: 0.6, 16: 0.7})
@@ -301,4 +300,3 @@ def test_at_puts_the_columns_where_the_runs_have_their_pairs(tmp_path, capsys):
     assert "| score @8 | score @16 |" in (tmp_path / "default" / "table.md").read_text()
     with pytest.raises(SystemExit, match="--at 20: no run reached 20 updates"):
         main([str(tmp_path), "--out", str(tmp_path / "bad"), "--at", "20"])
-    capsys.readouterr()
