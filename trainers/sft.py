@@ -53,8 +53,9 @@ def sft_loss(model, batch: list[Sample]) -> torch.Tensor:
     return -masked_sample_mean(lp, mask)
 
 
-def sft_train(model, samples: list[Sample], cfg: SFTConfig, seed: int, log=None) -> list[float]:
-    """Epochs of shuffled minibatches; returns the mean loss of each epoch."""
+def sft_train(model, samples: list[Sample], cfg: SFTConfig, seed: int, log=None, progress: bool = True) -> list[float]:
+    """Epochs of shuffled minibatches; returns the mean loss of each epoch. `progress=False` (a run's
+    `progress=false`) keeps the bar out of logs that are not a terminal."""
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)
     g = torch.Generator().manual_seed(seed)
     model.train()
@@ -62,7 +63,8 @@ def sft_train(model, samples: list[Sample], cfg: SFTConfig, seed: int, log=None)
     for epoch in range(cfg.epochs):
         order = torch.randperm(len(samples), generator=g).tolist()
         total, n = 0.0, 0
-        with tqdm(total=len(order), desc=f"sft epoch {epoch + 1}/{cfg.epochs}", unit="sample", leave=False) as bar:
+        with tqdm(total=len(order), desc=f"sft epoch {epoch + 1}/{cfg.epochs}", unit="sample", leave=False,
+                  disable=not progress) as bar:
             for i in range(0, len(order), cfg.batch_size):
                 batch = [samples[j] for j in order[i: i + cfg.batch_size]]
                 loss = sft_loss(model, batch)
@@ -90,7 +92,7 @@ def mean_nll(model, samples: list[Sample], batch_size: int = 8) -> float:
 
 
 def fine_tune(init_path: Path, tokenizer, samples: list[Sample], cfg: SFTConfig, seed: int, out_dir: Path,
-              tag: str) -> tuple[float, float, list[float]]:
+              tag: str, progress: bool = True) -> tuple[float, float, list[float]]:
     """Behaviour cloning of the model at `init_path` on `samples`, saved with its tokenizer to
     `out_dir`. Returns (NLL before, NLL after, each epoch's mean loss); prints the epochs as `[tag]`."""
     from transformers import AutoModelForCausalLM
@@ -101,7 +103,8 @@ def fine_tune(init_path: Path, tokenizer, samples: list[Sample], cfg: SFTConfig,
     model = AutoModelForCausalLM.from_pretrained(init_path)
     nll_before = mean_nll(model, samples)
     losses = sft_train(model, samples, cfg, seed,
-                       log=lambda e, loss: print(f"[{tag}] epoch {e + 1}/{cfg.epochs}: loss {loss:.4f}"))
+                       log=lambda e, loss: print(f"[{tag}] epoch {e + 1}/{cfg.epochs}: loss {loss:.4f}"),
+                       progress=progress)
     nll_after = mean_nll(model, samples)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)

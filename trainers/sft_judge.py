@@ -122,7 +122,8 @@ def sft_judge_main(job: Job, run_dir: Path) -> dict:
         tokenizer = AutoTokenizer.from_pretrained(init)
         samples = judge_samples(train_steps, tokenizer, judge_cfg) + hint_samples(train_steps, tokenizer, hints_cfg)
         out_dir = run_dir / "judge"
-        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, job.seed, out_dir, "sft_judge")
+        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, job.seed, out_dir, "sft_judge",
+                                                  job.progress)
         policy.update_weights_from_disk(str(out_dir))
         after = judged(judge, test_steps)
     metrics = {"mode": "sft_judge", "persona": env_cfg.persona, "seed": job.seed, "model": model_cfg.name,

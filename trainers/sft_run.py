@@ -83,7 +83,8 @@ def sft_main(job: Job, run_dir: Path) -> dict:
 
         before = evaluate("eval before")
         out_dir = run_dir / "model"
-        nll_before, nll_after, losses = fine_tune(init_path, tokenizer, samples, sc, job.seed, out_dir, "sft")
+        nll_before, nll_after, losses = fine_tune(init_path, tokenizer, samples, sc, job.seed, out_dir, "sft",
+                                                  job.progress)
         policy.update_weights_from_disk(str(out_dir))
         after = evaluate("eval after")
     metrics = {"env": env_cfg.name, "suite": suite_of(env_cfg), "signal": "sft", "seed": job.seed,

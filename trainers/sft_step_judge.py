@@ -89,7 +89,8 @@ def sft_step_judge_main(job: Job, run_dir: Path) -> dict:
         tokenizer = AutoTokenizer.from_pretrained(init)
         samples = step_judge_samples(train_steps, tokenizer, job.judge)
         out_dir = run_dir / "judge"
-        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, job.seed, out_dir, "sft_judge")
+        nll_before, nll_after, losses = fine_tune(init, tokenizer, samples, sc, job.seed, out_dir, "sft_judge",
+                                                  job.progress)
         policy.update_weights_from_disk(str(out_dir))
         after = judged(judge, test_steps)
     metrics = {"mode": "sft_judge", "env": env_cfg.name, "suite": getattr(env_cfg, "suite", None), "seed": job.seed,

@@ -21,7 +21,7 @@ def test_sft_refuses_test_tasks():
 
 @pytest.mark.slow
 @pytest.mark.model
-def test_sft_lowers_train_loss_and_masks_the_prompt(cfg):
+def test_sft_lowers_train_loss_and_masks_the_prompt(cfg, capsys):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -43,6 +43,8 @@ def test_sft_lowers_train_loss_and_masks_the_prompt(cfg):
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(path)
     before = mean_nll(model, samples)
-    losses = sft_train(model, samples, SFTConfig("sft", 2, 5e-5, 4, 1.0, None), seed=0)
+    capsys.readouterr()
+    losses = sft_train(model, samples, SFTConfig("sft", 2, 5e-5, 4, 1.0, None), seed=0, progress=False)
+    assert "sft epoch" not in capsys.readouterr().err  # progress=false: no bar in a run's log
     after = mean_nll(model, samples)
     assert after < before * 0.9, (before, after, losses)
