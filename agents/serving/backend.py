@@ -41,6 +41,7 @@ class BackendConfig:
     extra_args: list[str]
     prefix_cache_tokens: int  # embedded: KV of recent prompts reused for shared prefixes (0 = off)
     request_deadline_s: float | None  # embedded: a reply ends (finish reason "length") this long after its request
+    preempt_after_s: float | None  # embedded: a batch runs this long before waiting requests preempt it (None: never)
     # the key attached servers (url, servers) require; launched ones get a random key each run
     api_key: str = field(default="", repr=False)
 
@@ -71,7 +72,8 @@ def _embedded_command(cfg: BackendConfig, model_path: str, port: int, dtype: str
             "--max-batch", str(cfg.max_batch), "--parent-pid", str(os.getpid()),
             "--threads", str(cfg.threads or default_server_threads()),
             "--prefix-cache-tokens", str(cfg.prefix_cache_tokens),
-            "--request-deadline-s", str(cfg.request_deadline_s or 0), "--key-on-stdin"]
+            "--request-deadline-s", str(cfg.request_deadline_s or 0),
+            "--preempt-after-s", str(cfg.preempt_after_s or 0), "--key-on-stdin"]
 
 
 def _sglang_command(cfg: BackendConfig, model_path: str, port: int, dtype: str, model_name: str) -> list[str]:

@@ -53,10 +53,11 @@ class _Request:
 
 class GenerationBatcher:
     def __init__(self, policy: TransformersPolicy, max_batch: int = 16, wait_s: float = 0.02,
-                 quantum_s: float = 2.0, deadline_s: float | None = DEFAULT_DEADLINE_S):
+                 quantum_s: float | None = 2.0, deadline_s: float | None = DEFAULT_DEADLINE_S):
         """`quantum_s`: how long a batch runs before requests waiting behind it may preempt it (longer
         than a short reply's batch takes here: 32 sessions of 16-token replies, proxy_load.py, had the
-        same throughput with 0.5 s but a worse p95, 32.6 s against 27.2 s without preemption);
+        same throughput with 0.5 s but a worse p95, 32.6 s against 27.2 s without preemption; None:
+        never, as a reproducible server needs: a preempted row's prefill again differs in the last bits);
         `deadline_s`: a request's time from submission to its reply, at most (None: no deadline)."""
         self.policy = policy
         self.max_batch = max_batch
@@ -156,7 +157,8 @@ class GenerationBatcher:
 
         def preempt() -> bool:
             t = time.monotonic()
-            return t >= first_deadline or (t - t0 >= self.quantum_s and (others_waiting or not self._queue.empty()))
+            return t >= first_deadline or (self.quantum_s is not None and t - t0 >= self.quantum_s
+                                           and (others_waiting or not self._queue.empty()))
 
         listeners = [r.on_token for r in reqs]
         on_token = None if not any(listeners) else (

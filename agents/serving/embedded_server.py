@@ -69,10 +69,11 @@ class Engine:
     """What the HTTP layer calls; also usable in-process."""
 
     def __init__(self, policy: TransformersPolicy, model_path: str, max_batch: int = 16,
-                 deadline_s: float | None = DEFAULT_DEADLINE_S):
+                 deadline_s: float | None = DEFAULT_DEADLINE_S, preempt_after_s: float | None = 2.0):
         self.policy = policy
         self.model_path = model_path
-        self.batcher = GenerationBatcher(policy, max_batch=max_batch, deadline_s=deadline_s)
+        self.batcher = GenerationBatcher(policy, max_batch=max_batch, deadline_s=deadline_s,
+                                         quantum_s=preempt_after_s)
         self.weight_version = 0
         # prompt + reply must fit the model's positions: max_new_tokens beyond that is clamped
         self.context_tokens = int(getattr(policy.model.config, "max_position_embeddings", 0) or 2**31)
@@ -326,6 +327,8 @@ def main(argv=None) -> None:
     ap.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     ap.add_argument("--request-deadline-s", type=float, default=DEFAULT_DEADLINE_S,
                     help="a reply ends (finish reason 'length') this long after its request came; 0 = never")
+    ap.add_argument("--preempt-after-s", type=float, default=2.0,
+                    help="a batch runs this long before requests waiting behind it may preempt it; 0 = never")
     ap.add_argument("--max-in-flight", type=int, default=256, help="requests served at once; more get 503")
     ap.add_argument("--max-body-bytes", type=int, default=64 * 2**20, help="bigger request bodies get 413")
     ap.add_argument("--key-on-stdin", action="store_true", help="read the API key from stdin's first line")
@@ -343,7 +346,7 @@ def main(argv=None) -> None:
     # their connections open between requests, so the idle timeout is long
     limits = Limits(max_body_bytes=a.max_body_bytes, max_in_flight=a.max_in_flight, idle_timeout_s=300.0)
     sock = listening_socket(a.host, a.port, limits.backlog)
-    engine = Engine(policy, a.model_path, a.max_batch, a.request_deadline_s or None)
+    engine = Engine(policy, a.model_path, a.max_batch, a.request_deadline_s or None, a.preempt_after_s or None)
     print(f"[embedded-server] ready on http://{a.host}:{a.port} ({'keyed' if api_key else 'no key'})", flush=True)
     serve_forever(make_app(engine, api_key, limits), sock, limits)
 
