@@ -69,7 +69,8 @@ def main() -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     result = {}
     for name, extra in (("default", []), ("reproducible", ["backend=embedded_reproducible"])):
-        job = compose_job([f"+experiment={args.experiment}", *args.overrides, *extra])
+        # no wall clock on an episode: a queue of replies served one by one would cut episodes by load
+        job = compose_job([f"+experiment={args.experiment}", "env.max_seconds=null", *args.overrides, *extra])
         path = Path(job.model.init_from or model_path(job.model, job.paths.cache_dir))
         if not path.exists():
             raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")

@@ -34,7 +34,7 @@ class EnvConfig:
     name: str
     env_id: str
     max_steps: int
-    max_seconds: float
+    max_seconds: float | None  # an episode's wall clock (None: none, as a reproducible run needs)
     system_prompt: str
 
 
