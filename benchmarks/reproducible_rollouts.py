@@ -19,12 +19,13 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from general_ceiling import start_model  # the script beside this one
+
 from agents.base import ModelAgent
-from agents.factory import model_path, serve_policy
+from agents.factory import serve_policy
 from agents.pool import EnvPool, run_episodes
 from agents.serving.transformers_policy import SamplingConfig
 from envs.make import env_maker
-from harness.job import compose_job
 
 
 def passes(job, path: Path, tasks_of, episodes: int, run_dir: Path) -> tuple[list[float], bool]:
@@ -70,10 +71,7 @@ def main() -> None:
     result = {}
     for name, extra in (("default", []), ("reproducible", ["backend=embedded_reproducible"])):
         # no wall clock on an episode: a queue of replies served one by one would cut episodes by load
-        job = compose_job([f"+experiment={args.experiment}", "env.max_seconds=null", *args.overrides, *extra])
-        path = Path(job.model.init_from or model_path(job.model, job.paths.cache_dir))
-        if not path.exists():
-            raise SystemExit(f"error: {path} does not exist (train the warm start first: make general runs it)")
+        job, _, path = start_model(args.experiment, ["env.max_seconds=null", *args.overrides, *extra])
 
         group = job.mode.group_size
 
