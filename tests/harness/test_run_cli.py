@@ -122,6 +122,23 @@ def test_resume_with_another_config_is_refused_with_the_runs_own_command(tmp_pat
 
 
 @pytest.mark.slow
+def test_a_run_recorded_before_a_key_existed_resumes_with_that_key_at_its_default(tmp_path, harness_run):
+    """A config key added to the code after a run was recorded (its default keeps the old behaviour)
+    does not stop the resume, and is named; setting it on the resume command changes the run: refused."""
+    run_dir = _finished_run(tmp_path, harness_run)
+    (run_dir / "metrics.json").unlink()  # as if killed before the end
+    config = run_dir / "config.yaml"
+    config.write_text("\n".join(line for line in config.read_text().splitlines() if "preempt_after_s" not in line))
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "backend.preempt_after_s=5",
+                    f"resume={run_dir}")
+    assert p.returncode != 0 and "differs in: backend.preempt_after_s" in p.stderr, p.stderr[-2000:]
+    p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", f"resume={run_dir}")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "new since that run, at their defaults: backend.preempt_after_s=2.0" in p.stderr
+    assert len(read_rows(tmp_path / "leaderboard.csv")[1]) == 2
+
+
+@pytest.mark.slow
 def test_resuming_a_finished_run_files_no_second_row(tmp_path, harness_run):
     run_dir = _finished_run(tmp_path, harness_run)
     p = harness_run(tmp_path, "env=toolcall", "agent=oracle", "limit=2", "parallel=1", f"resume={run_dir}")
