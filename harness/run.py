@@ -2,6 +2,7 @@
 mode=eval|train|async|proxy|sft, resume=<run_dir>, parallel=N."""
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sys
@@ -55,6 +56,16 @@ def _plotting_sweep(metrics: dict) -> dict:
     return metrics
 
 
+def hide_library_bars() -> None:
+    """`progress=false` hides the libraries' own bars (transformers' "Loading weights") as well, here and in
+    the servers this run starts (they inherit the environment): a run's log keeps its own lines only."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is imported
+    if "transformers" in sys.modules:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
+
+
 def main(cfg: DictConfig) -> dict:
     signal.signal(signal.SIGTERM, _terminate_cleanly)
     redact_secrets(cfg, run_dir_of(cfg))  # first: Hydra wrote the command's record, mode.api_key=<key> and all
@@ -62,7 +73,8 @@ def main(cfg: DictConfig) -> dict:
     if unknown:
         raise SystemExit(f"+{unknown[0]}: no such key (the top-level keys are those of conf/config.yaml and "
                          f"the config groups, the dirs of conf/)")
-    run_config(cfg)
+    if not run_config(cfg).progress:
+        hide_library_bars()
     from omegaconf.errors import ConfigKeyError
 
     from trainers.signals import SignalConfig, signals

@@ -136,7 +136,10 @@ def _train(harness_run, tmp_path, *extra, name="run"):
 @pytest.mark.timeout(1800)  # three short training runs; minutes on a busy 2-core machine
 @pytest.mark.slow  # ~2-3 min
 def test_two_iterations_train_write_a_row_and_resume_takes_the_same_step(tmp_path, cfg, harness_run):
-    straight = _train(harness_run, tmp_path, "mode.iterations=2", name="straight")
+    p = _run(harness_run, tmp_path, "mode.iterations=2", name="straight")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "Loading weights" not in p.stderr  # progress=false hides the libraries' bars too
+    straight = tmp_path / "straight"
     _, rows = read_rows(tmp_path / "leaderboard.csv")
     row = rows[-1]
     assert row["signal"] == "opd" and row["hints"] == "oracle" and int(row["train_episodes"]) == 8
