@@ -185,9 +185,25 @@ def terminal_image(docker, terminal_config) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _no_leftover_containers():
-    """Every test session must leave no NextState container behind."""
+def _no_leftover_containers(request):
+    """Every test session leaves no NextState container behind: its background removals are waited for,
+    and a container this process still owns is removed and named on stderr (a leak to find: its
+    `nextstate.run` label says which test made it)."""
     yield
-    from envs.sandbox import wait_for_background_removals
+    from envs.sandbox import docker_client, wait_for_background_removals
+    from envs.sandbox.labels import PID_LABEL, RUN_LABEL
 
     wait_for_background_removals()
+    try:
+        client = docker_client()
+        left = client.containers.list(all=True, filters={"label": f"{PID_LABEL}={os.getpid()}"})
+        for c in left:
+            c.remove(force=True)
+    except Exception:  # no daemon here (nothing to leave), or it went away with the session
+        return
+    if left:
+        runs = sorted({c.labels.get(RUN_LABEL, "?") for c in left})
+        plugins = request.config.pluginmanager
+        with plugins.get_plugin("capturemanager").global_and_fixture_disabled():
+            plugins.get_plugin("terminalreporter").write_line(
+                f"[tests] {len(left)} container(s) left behind by this session, removed: {runs}", yellow=True)

@@ -123,6 +123,9 @@ class Sandbox:
         except _DOCKER_ERRORS as e:
             self.close()
             raise SandboxError(f"could not start a container from {self.image}: {e}") from e
+        except BaseException:  # a shell or seed copy that failed in a made container: it goes too
+            self.close()
+            raise
 
     def _run_with_ceiling(self, image: str, command, options: dict):
         """`containers.run`, with `disk_limit` as a ceiling the daemon enforces before the write where

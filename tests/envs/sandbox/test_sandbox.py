@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from envs.sandbox import Sandbox, reap_orphans
+from envs.sandbox import Sandbox, SandboxError, reap_orphans
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -106,6 +106,16 @@ def test_close_is_idempotent_and_removes_the_container(docker, terminal_image, s
     s.close()
     s.close()
     assert not docker.containers.list(all=True, filters={"id": cid})
+
+
+def test_a_sandbox_that_fails_to_start_leaves_no_container(docker, terminal_image, sandbox_config):
+    """The container is made before the shell starts in it: a shell that cannot start (a user the image
+    lacks) is a clear error, and the container goes with it."""
+    cfg = replace(sandbox_config, async_remove=False)
+    with pytest.raises(SandboxError, match="unable to find user nosuchuser"):
+        with Sandbox(terminal_image, cfg, run_id="pytest-failed-start", client=docker, user="nosuchuser"):
+            pass
+    assert not docker.containers.list(all=True, filters={"label": "nextstate.run=pytest-failed-start"})
 
 
 def test_kill_9_leaves_containers_that_the_next_start_reaps(docker, terminal_image, tmp_path):
