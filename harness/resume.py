@@ -44,24 +44,19 @@ OmegaConf.register_new_resolver(
 RESUMABLE_CHANGES = {"resume", "progress", "parallel", "mode.iterations"}
 
 
-def config_changes(cfg: DictConfig, run_dir: Path, named: tuple[str, ...] = ()) -> list[str] | None:
-    """The keys (dotted) in which `cfg` differs from the config recorded in `run_dir`, beyond those a
-    resumed run may change; None when no run was recorded there. A key the record lacks (added to the
-    code after that run; a new key's default keeps the old behaviour) is a change only when `named`,
-    the keys this command sets, names it."""
+def config_changes(cfg: DictConfig, run_dir: Path, named: tuple[str, ...] = ()) -> tuple[list[str], dict] | None:
+    """(the keys, dotted, in which `cfg` differs from the config recorded in `run_dir`, beyond those a
+    resumed run may change; the keys the record lacks, with their values now), or None when no run was
+    recorded there. A key the record lacks (added to the code after that run; a new key's default keeps
+    the old behaviour) is a change only when `named`, the keys this command sets, names it."""
     try:
         recorded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     except OSError:
         return None
-    return sorted(k for k in _differing(recorded, recorded_config(cfg))
-                  if k not in RESUMABLE_CHANGES and (_recorded(recorded, k) or _names(named, k)))
-
-
-def new_keys(cfg: DictConfig, run_dir: Path) -> dict[str, object]:
-    """The keys `cfg` has and `run_dir`'s record lacks, with their values (to say so on resuming)."""
-    recorded = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=True)
     current = recorded_config(cfg)
-    return {k: _at(current, k) for k in sorted(_differing(recorded, current)) if not _recorded(recorded, k)}
+    differing = sorted(k for k in _differing(recorded, current) if k not in RESUMABLE_CHANGES)
+    new = {k: _at(current, k) for k in differing if not _recorded(recorded, k)}
+    return [k for k in differing if k not in new or _names(named, k)], new
 
 
 def _at(tree: dict, dotted: str):
@@ -202,16 +197,19 @@ def check_resumable(cfg: DictConfig, run_dir: Path) -> None:
     """A run dir that holds a run (named by `resume=`, or a sweep's job dir run again) goes on only
     with the config that run was made with: anything else would file one run's episodes under
     another's config. `resume=` must name a run."""
-    changes = config_changes(cfg, run_dir, _command_keys())
-    if changes is None and cfg.get("resume"):
-        raise SystemExit(f"resume={run_dir}: no run to resume there (no config.yaml); give a run dir under "
-                         f"{cfg.paths.results_dir}/runs/")
+    compared = config_changes(cfg, run_dir, _command_keys())
+    if compared is None:
+        if cfg.get("resume"):
+            raise SystemExit(f"resume={run_dir}: no run to resume there (no config.yaml); give a run dir under "
+                             f"{cfg.paths.results_dir}/runs/")
+        return
+    changes, added = compared
     if changes:
         original = started_with(run_dir)
         how = f":\n  {resume_command(original, run_dir)}" if original is not None else ""
         raise SystemExit(f"{run_dir}: that run was made with another config (differs in: {', '.join(changes)}); "
                          f"resume it with the overrides it was started with{how}, or choose another run dir")
-    if changes is not None and (added := new_keys(cfg, run_dir)):
+    if added:
         listed = ", ".join(f"{k}={v}" for k, v in added.items())
         print(f"{run_dir}: config keys new since that run, at their defaults: {listed}", file=sys.stderr)
 

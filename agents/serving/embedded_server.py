@@ -49,7 +49,7 @@ from agents.serving.asgi_server import (
     worker_pool,
 )
 from agents.serving.backend import KEY_ENV
-from agents.serving.batcher import DEFAULT_DEADLINE_S, GenerationBatcher
+from agents.serving.batcher import DEFAULT_DEADLINE_S, DEFAULT_PREEMPT_AFTER_S, GenerationBatcher
 from agents.serving.chat import render_prompt_ids
 from agents.serving.transformers_policy import SamplingConfig, TransformersPolicy, seed_of, stop_strings
 
@@ -69,7 +69,8 @@ class Engine:
     """What the HTTP layer calls; also usable in-process."""
 
     def __init__(self, policy: TransformersPolicy, model_path: str, max_batch: int = 16,
-                 deadline_s: float | None = DEFAULT_DEADLINE_S, preempt_after_s: float | None = 2.0):
+                 deadline_s: float | None = DEFAULT_DEADLINE_S,
+                 preempt_after_s: float | None = DEFAULT_PREEMPT_AFTER_S):
         self.policy = policy
         self.model_path = model_path
         self.batcher = GenerationBatcher(policy, max_batch=max_batch, deadline_s=deadline_s,
@@ -327,7 +328,7 @@ def main(argv=None) -> None:
     ap.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     ap.add_argument("--request-deadline-s", type=float, default=DEFAULT_DEADLINE_S,
                     help="a reply ends (finish reason 'length') this long after its request came; 0 = never")
-    ap.add_argument("--preempt-after-s", type=float, default=2.0,
+    ap.add_argument("--preempt-after-s", type=float, default=DEFAULT_PREEMPT_AFTER_S,
                     help="a batch runs this long before requests waiting behind it may preempt it; 0 = never")
     ap.add_argument("--max-in-flight", type=int, default=256, help="requests served at once; more get 503")
     ap.add_argument("--max-body-bytes", type=int, default=64 * 2**20, help="bigger request bodies get 413")
