@@ -63,7 +63,10 @@ def test_fork_bomb_is_contained(docker, terminal_image, sandbox_config):
     except Exception:  # the sandbox may be unusable now: what matters is the host and cleanup
         pass
     assert time.monotonic() - t0 < 20
-    assert len(container.top()["Processes"]) <= 128  # the pids limit holds, seen from the host
+    # the pids limit holds, seen from the host: the cgroup's count (a `docker top` listing is no snapshot:
+    # in a live fork bomb its scan meets pids that exited and pids born after, 129 once)
+    pids = container.stats(stream=False)["pids_stats"]
+    assert pids["limit"] == 128 and pids["current"] <= 128, pids
     assert subprocess.run(["true"]).returncode == 0  # and the host still forks
     s.close()
     assert not docker.containers.list(all=True, filters={"id": container.id})
@@ -112,7 +115,7 @@ def test_a_sandbox_that_fails_to_start_leaves_no_container(docker, terminal_imag
     """The container is made before the shell starts in it: a shell that cannot start (a user the image
     lacks) is a clear error, and the container goes with it."""
     cfg = replace(sandbox_config, async_remove=False)
-    with pytest.raises(SandboxError, match="unable to find user nosuchuser"):
+    with pytest.raises(SandboxError, match="user 'nosuchuser'.* did not start"):
         with Sandbox(terminal_image, cfg, run_id="pytest-failed-start", client=docker, user="nosuchuser"):
             pass
     assert not docker.containers.list(all=True, filters={"label": "nextstate.run=pytest-failed-start"})
